@@ -1,0 +1,149 @@
+//! The crate's one error type and the checker every FFI return goes through.
+
+use std::io;
+
+/// Everything that can go wrong in this crate.
+///
+/// Messages are lowercase and name what matters: the verb, the device, the
+/// port, the GID index or the queue pair number.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A verb returned an error; `source` carries the errno.
+    #[error("{verb} failed: {source}")]
+    Verb {
+        /// The libibverbs function that failed, e.g. `ibv_reg_mr`.
+        verb: &'static str,
+        /// The errno it reported.
+        #[source]
+        source: io::Error,
+    },
+    /// The provider does not implement the verb (`EOPNOTSUPP`).
+    #[error("{verb} is not supported by this device or provider")]
+    Unsupported {
+        /// The libibverbs function.
+        verb: &'static str,
+    },
+    /// `ibv_get_device_list` returned no device at all.
+    #[error("no RDMA device found (is a driver loaded? `rdma link` lists devices)")]
+    NoDevices,
+    /// The named device does not exist.
+    #[error("no RDMA device named {name:?}; available: {}", list_or_none(.available))]
+    NoSuchDevice {
+        /// The name that was asked for.
+        name: String,
+        /// The devices that do exist.
+        available: Vec<String>,
+    },
+    /// The port number is outside `1..=phys_port_cnt`.
+    #[error("device {device} has no port {port} (it has {port_count})")]
+    NoSuchPort {
+        /// Device name.
+        device: String,
+        /// Requested port.
+        port: u8,
+        /// Number of physical ports.
+        port_count: u8,
+    },
+    /// The GID index holds no valid GID on that port.
+    #[error("device {device} port {port} has no GID at index {gid_index}")]
+    NoSuchGid {
+        /// Device name.
+        device: String,
+        /// Port number.
+        port: u8,
+        /// The requested GID index.
+        gid_index: u32,
+    },
+    /// A caller-supplied argument is out of range; the message says which.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// `ibv_post_send`/`ibv_post_recv` rejected a work request.
+    #[error("{verb} on QPN {qpn:#x} failed: {source}")]
+    Post {
+        /// `ibv_post_send` or `ibv_post_recv`.
+        verb: &'static str,
+        /// Queue pair number.
+        qpn: u32,
+        /// The errno.
+        #[source]
+        source: io::Error,
+    },
+    /// A bounded wait ran out.
+    #[error("timed out after {waited:?} waiting for {what}")]
+    Timeout {
+        /// What was awaited, e.g. `a completion`.
+        what: &'static str,
+        /// How long it waited.
+        waited: std::time::Duration,
+    },
+    /// A queue pair state transition failed.
+    #[error("ibv_modify_qp to {target} on QPN {qpn:#x} failed: {source}")]
+    ModifyQp {
+        /// Target state, e.g. `RTR`.
+        target: &'static str,
+        /// Queue pair number.
+        qpn: u32,
+        /// The errno.
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn list_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Result with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Turns an errno into the crate's error, mapping `EOPNOTSUPP` to
+/// [`Error::Unsupported`].
+pub(crate) fn from_errno(verb: &'static str, errno: i32) -> Error {
+    if errno == libc::EOPNOTSUPP {
+        Error::Unsupported { verb }
+    } else {
+        Error::Verb {
+            verb,
+            source: io::Error::from_raw_os_error(errno),
+        }
+    }
+}
+
+/// The errno of a failed call, whichever convention the verb uses.
+///
+/// libibverbs verbs report failure three ways: a positive errno
+/// (`ibv_modify_qp`, `ibv_post_send`, `ibv_query_port`), `-1` with `errno`
+/// set (`ibv_query_device` in some providers), or a negative errno. All are
+/// folded here. Called only on the failure path, right after the call, so
+/// `errno` is still the call's.
+pub(crate) fn errno_of(rc: i32) -> i32 {
+    if rc > 0 {
+        rc
+    } else {
+        match io::Error::last_os_error().raw_os_error() {
+            Some(e) if e != 0 && rc == -1 => e,
+            _ if rc < -1 => -rc,
+            Some(e) if e != 0 => e,
+            _ => libc::EIO,
+        }
+    }
+}
+
+/// Checks an integer return code: `0` is success.
+pub(crate) fn check(verb: &'static str, rc: i32) -> Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(from_errno(verb, errno_of(rc)))
+    }
+}
+
+/// Checks a pointer return: null is failure with `errno` set.
+pub(crate) fn check_ptr<T>(verb: &'static str, ptr: *mut T) -> Result<std::ptr::NonNull<T>> {
+    std::ptr::NonNull::new(ptr).ok_or_else(|| from_errno(verb, errno_of(-1)))
+}

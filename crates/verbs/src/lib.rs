@@ -1,0 +1,88 @@
+//! Safe lifecycle of RDMA verbs resources over `rdma-sys` and the system's
+//! libibverbs: device [`Context`], [`ProtectionDomain`], [`CompletionQueue`],
+//! [`MemoryRegion`] and reliable-connected [`QueuePair`], with RDMA WRITE
+//! posting. This is the only crate of rdmaperf that contains `unsafe`.
+//!
+//! # Ownership
+//! Every handle keeps its parents alive through an `Arc`:
+//!
+//! | handle | owns | keeps alive |
+//! |---|---|---|
+//! | [`Context`] (cheap clone) | the `ibv_context` | — |
+//! | [`ProtectionDomain`] (cheap clone) | the `ibv_pd` | its `Context` |
+//! | [`CompletionQueue`] (cheap clone) | the `ibv_cq` | its `Context` |
+//! | [`MemoryRegion`] | a page-aligned zeroed buffer and its `ibv_mr` | its `ProtectionDomain` |
+//! | [`QueuePair`] | the `ibv_qp` | its `ProtectionDomain`, send and receive `CompletionQueue`s |
+//!
+//! So one struct can own a whole connection (context, PD, CQ, QP, MRs) in any
+//! field order: a parent is destroyed only after its last child, which is
+//! the order libibverbs requires (`ibv_destroy_cq` and `ibv_dealloc_pd`
+//! answer `EBUSY` otherwise). A failed destroy panics (it means a resource
+//! leaked through a raw handle) unless the thread is already panicking, in
+//! which case it is reported on stderr.
+//!
+//! # Errors
+//! One [`Error`] enum; every FFI return goes through one checker that names
+//! the verb and carries the errno. A failed work request is not an `Err`: it
+//! is a [`WorkCompletion`] whose [`WcStatus`] says what happened
+//! (`ibv_wc_status_str`).
+//!
+//! # Thread safety
+//! libibverbs is thread-safe, so every handle is `Send + Sync`. Polling one
+//! CQ or posting on one QP from several threads is allowed but serialised
+//! by the provider; a benchmark gives each thread its own QP and CQ.
+//!
+//! # The posting safety contract
+//! Building a work request ([`RdmaWrite`], [`WriteBatch`],
+//! [`MemoryRegion::sge`]) is safe: it is plain data, bounds-checked against
+//! the region it came from. Handing it to the device
+//! ([`QueuePair::post_send`], [`QueuePair::post_batch`],
+//! [`QueuePair::post_recv`]) is `unsafe`: from that moment the device may
+//! read (or, for receives, write) the local memory, so the caller promises
+//! that the memory stays registered and untouched until the request's
+//! completion, or a later signaled one on the same QP, has been polled.
+//! Inline writes are copied at post time and carry no such obligation for
+//! the payload.
+//!
+//! # Soft-RoCE versus hardware
+//! rxe forgives what real NICs do not (send-queue overflow, a path MTU above
+//! the active MTU, a zero hop limit). [`QueuePair::connect`] validates MTU
+//! and GRH parameters itself, and callers must count outstanding work
+//! against [`QueuePairCaps::max_send_wr`].
+
+#![deny(missing_docs)]
+
+mod context;
+mod cq;
+mod error;
+mod mr;
+mod pd;
+mod qp;
+
+pub use context::{
+    Context, DeviceAttributes, DeviceInfo, Gid, GidEntry, GidType, LinkLayer, Mtu, PortAttributes,
+    PortState, devices,
+};
+pub use cq::{CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
+pub use error::{Error, Result};
+pub use mr::{AccessFlags, LocalSge, MemoryRegion, RemoteMemory};
+pub use pd::ProtectionDomain;
+pub use qp::{
+    BatchFull, ConnectOptions, Endpoint, QpState, QueuePair, QueuePairCaps, RdmaWrite, WriteBatch,
+};
+/// The raw bindings, for what this crate does not wrap.
+pub use rdma_sys as ffi;
+
+/// Reports a failed destroy verb from a `Drop`: panics (a leak through a
+/// raw handle is a bug), unless already unwinding.
+fn drop_failed(verb: &'static str, rc: i32) {
+    if rc == 0 {
+        return;
+    }
+    let err = error::from_errno(verb, error::errno_of(rc));
+    if std::thread::panicking() {
+        eprintln!("rdmaperf-verbs: {err} (while unwinding; resource leaked)");
+    } else {
+        panic!("rdmaperf-verbs: {err}; a child resource is still alive through a raw handle");
+    }
+}
