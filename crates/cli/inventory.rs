@@ -1,0 +1,72 @@
+//! Collects the device inventory through `verbs` into `engine`'s plain data.
+
+use engine::gid::GidKind;
+use engine::listing::{DeviceListing, GidListing, PortListing};
+
+/// Every device (or only `device`), every port (or only `port`), with their
+/// valid GIDs.
+///
+/// # Errors
+/// [`verbs::Error::NoSuchDevice`] (listing the devices that exist),
+/// [`verbs::Error::NoDevices`], [`verbs::Error::NoSuchPort`], or a failing
+/// query verb.
+pub fn collect(device: Option<&str>, port: Option<u8>) -> Result<Vec<DeviceListing>, verbs::Error> {
+    let names: Vec<String> = match device {
+        Some(name) => vec![name.to_owned()],
+        None => {
+            let all = verbs::devices()?;
+            if all.is_empty() {
+                return Err(verbs::Error::NoDevices);
+            }
+            all.into_iter().map(|d| d.name).collect()
+        }
+    };
+    names.iter().map(|name| describe(name, port)).collect()
+}
+
+fn describe(name: &str, only_port: Option<u8>) -> Result<DeviceListing, verbs::Error> {
+    let ctx = verbs::Context::open(name)?;
+    let dev = ctx.query_device()?;
+    let ports: Vec<u8> = match only_port {
+        Some(p) => vec![p],
+        None => (1..=dev.phys_port_cnt).collect(),
+    };
+    let gids = ctx.gid_table()?;
+    let mut listed = Vec::with_capacity(ports.len());
+    for p in ports {
+        let attr = ctx.query_port(p)?;
+        listed.push(PortListing {
+            port: p,
+            state: attr.state.to_string(),
+            link_layer: attr.link_layer.to_string(),
+            active_mtu: attr.active_mtu.bytes(),
+            max_mtu: attr.max_mtu.bytes(),
+            lid: attr.lid,
+            lanes: attr.lanes(),
+            speed: attr.lane_speed().map(|(name, _)| name.to_owned()),
+            rate_gbps: attr.rate_gbps(),
+            gids: gids
+                .iter()
+                .filter(|g| g.port == p)
+                .map(|g| GidListing::new(g.gid_index, g.gid.0, gid_kind(g.gid_type)))
+                .collect(),
+        });
+    }
+    Ok(DeviceListing {
+        name: ctx.name().to_owned(),
+        node_guid: dev.node_guid,
+        fw_ver: dev.fw_ver,
+        vendor_id: dev.vendor_id,
+        ports: listed,
+    })
+}
+
+/// Maps the device's GID type onto the engine's.
+pub fn gid_kind(t: verbs::GidType) -> GidKind {
+    match t {
+        verbs::GidType::Ib => GidKind::Ib,
+        verbs::GidType::RoceV1 => GidKind::RoceV1,
+        verbs::GidType::RoceV2 => GidKind::RoceV2,
+        verbs::GidType::Unknown(_) => GidKind::Unknown,
+    }
+}

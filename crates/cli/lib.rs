@@ -1,0 +1,109 @@
+//! Shared code of the `write_bw` and `write_lat` binaries: command-line
+//! pieces common to both, the device inventory, and exit-code policy.
+//!
+//! The binaries are thin: parsing here, measurement in later modules, all
+//! device access through the `verbs` crate, all pure logic in `engine`.
+
+#![forbid(unsafe_code)]
+
+pub mod inventory;
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use clap::Args;
+use engine::listing::{JsonLines, ListingWriter, Text};
+
+/// Flags that select a device and port, with perftest's names.
+#[derive(Debug, Clone, Args)]
+pub struct DeviceArgs {
+    /// RDMA device to use (default: all when listing, the first otherwise).
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
+    pub ib_dev: Option<String>,
+    /// Port of the device (1-based).
+    #[arg(short = 'i', long = "ib-port", value_name = "PORT",
+          value_parser = clap::value_parser!(u8).range(1..))]
+    pub ib_port: Option<u8>,
+}
+
+/// Flags of the inventory mode.
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// List devices, their ports and GID tables, then exit.
+    #[arg(long = "list-devices")]
+    pub list_devices: bool,
+    /// Also write JSON lines (one object per device) to FILE, or to stdout
+    /// instead of the text when FILE is `-`.
+    #[arg(long = "json", value_name = "FILE|-")]
+    pub json: Option<String>,
+}
+
+/// An error caused by the user's input: exits with code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Runs `--list-devices`: text on stdout, JSON lines where `--json` says.
+///
+/// # Errors
+/// Device errors (unknown device or port: a usage error) and I/O errors.
+pub fn run_list(device: &DeviceArgs, list: &ListArgs) -> anyhow::Result<()> {
+    let devices = inventory::collect(device.ib_dev.as_deref(), device.ib_port)?;
+    let stdout = io::stdout();
+    match list.json.as_deref() {
+        Some("-") => JsonLines.write(&mut stdout.lock(), &devices)?,
+        Some(path) => {
+            // Create the file only after the inventory succeeded, so bad
+            // input leaves nothing behind.
+            Text.write(&mut stdout.lock(), &devices)?;
+            let mut file = File::create(path)
+                .map_err(|e| anyhow::anyhow!("cannot create --json file {path:?}: {e}"))?;
+            JsonLines.write(&mut file, &devices)?;
+            file.flush()?;
+        }
+        None => Text.write(&mut stdout.lock(), &devices)?,
+    }
+    Ok(())
+}
+
+/// Whether an error is the user's input (exit 2) rather than a failure
+/// while running (exit 1).
+pub fn is_usage_error(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause.downcast_ref::<UsageError>().is_some()
+            || matches!(
+                cause.downcast_ref::<verbs::Error>(),
+                Some(
+                    verbs::Error::NoSuchDevice { .. }
+                        | verbs::Error::NoSuchPort { .. }
+                        | verbs::Error::NoSuchGid { .. }
+                        | verbs::Error::InvalidArgument(_)
+                )
+            )
+    })
+}
+
+/// The binaries' `main` tail: prints the error on stderr and picks the
+/// exit code (0 ok, 1 runtime failure, 2 bad input; a closed stdout pipe
+/// is not an error).
+pub fn finish(program: &str, result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            let broken_pipe = err.chain().any(|c| {
+                c.downcast_ref::<io::Error>()
+                    .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            });
+            if broken_pipe {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("{program}: error: {err:#}");
+            if is_usage_error(&err) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}

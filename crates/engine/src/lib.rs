@@ -1,0 +1,16 @@
+//! The pure core of rdmaperf: everything that needs no device and no FFI.
+//!
+//! - [`gid`]: GID classification and perftest-compatible automatic GID
+//!   index selection.
+//! - [`listing`]: the device/port/GID inventory shown by `--list-devices`,
+//!   and its writers (human text, JSON lines) behind one small trait.
+//!
+//! Later parts (configuration, the out-of-band handshake codec,
+//! statistics, result reports) live here too, for the same reason: they
+//! can be unit-tested without RDMA hardware.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod gid;
+pub mod listing;

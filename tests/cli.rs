@@ -1,0 +1,125 @@
+//! The binaries, run as a user would. Tests marked `#[ignore]` need an RDMA
+//! device (`RDMAPERF_TEST_DEVICE`); the rest run anywhere.
+
+mod support;
+
+use std::process::{Command, Output};
+
+use support::test_device;
+
+fn run(bin: &str, args: &[&str]) -> Output {
+    let path = match bin {
+        "write_bw" => env!("CARGO_BIN_EXE_write_bw"),
+        "write_lat" => env!("CARGO_BIN_EXE_write_lat"),
+        other => panic!("unknown binary {other}"),
+    };
+    Command::new(path)
+        .args(args)
+        .output()
+        .expect("spawn binary")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn help_names_perftest_flags() {
+    for bin in ["write_bw", "write_lat"] {
+        let out = run(bin, &["--help"]);
+        assert!(out.status.success());
+        let help = text(&out.stdout);
+        for flag in ["--ib-dev", "--ib-port", "--list-devices", "--json"] {
+            assert!(help.contains(flag), "{bin} --help lacks {flag}");
+        }
+    }
+}
+
+#[test]
+fn port_zero_is_a_usage_error() {
+    let out = run("write_bw", &["--list-devices", "-i", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--ib-port"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn measurement_without_list_devices_says_it_is_not_built_yet() {
+    let out = run("write_lat", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("not implemented yet"));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn list_devices_shows_ports_and_gids() {
+    let dev = test_device();
+    for bin in ["write_bw", "write_lat"] {
+        let out = run(bin, &["--list-devices", "-d", &dev]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.starts_with(&format!("{dev}  node_guid ")),
+            "{stdout}"
+        );
+        assert!(stdout.contains("  port 1  ACTIVE  "), "{stdout}");
+        assert!(stdout.contains("    gid 0 "), "{stdout}");
+        assert!(out.stderr.is_empty(), "stderr: {}", text(&out.stderr));
+    }
+    // Without -d, every device is listed, ours among them.
+    let out = run("write_bw", &["--list-devices"]);
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains(&format!("{dev}  node_guid ")));
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn list_devices_json_lines_parse() {
+    let dev = test_device();
+    let out = run(
+        "write_bw",
+        &["--list-devices", "-d", &dev, "-i", "1", "--json", "-"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["name"], dev.as_str());
+    assert_eq!(v["ports"].as_array().unwrap().len(), 1);
+    let port = &v["ports"][0];
+    assert_eq!(port["port"], 1);
+    assert_eq!(port["state"], "ACTIVE");
+    assert!(port["active_mtu"].as_u64().unwrap() >= 256);
+    let gids = port["gids"].as_array().unwrap();
+    assert!(!gids.is_empty());
+    assert!(["IB", "RoCE v1", "RoCE v2"].contains(&gids[0]["type"].as_str().unwrap()));
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn unknown_device_and_port_exit_2_naming_them_and_leave_nothing() {
+    let dev = test_device();
+    let json = std::env::temp_dir().join(format!("rdmaperf-cli-{}.json", std::process::id()));
+    let json_arg = json.to_str().unwrap();
+    let out = run(
+        "write_bw",
+        &["--list-devices", "-d", "nosuch9", "--json", json_arg],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("nosuch9") && err.contains(&dev), "{err}");
+    assert!(out.stdout.is_empty());
+    assert!(!json.exists(), "a failed run left {json:?} behind");
+
+    let out = run("write_lat", &["--list-devices", "-d", &dev, "-i", "7"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("port 7") && err.contains(&dev), "{err}");
+}

@@ -1,0 +1,181 @@
+//! Helpers shared by the RDMA integration tests.
+//!
+//! The tests need a real RDMA device, named by `RDMAPERF_TEST_DEVICE`
+//! (`scripts/test` sets it inside the soft-RoCE VM). Without it they fail:
+//! a test that ran against nothing must never count as passed.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::time::{Duration, Instant};
+
+use engine::gid::{self, GidCandidate};
+use verbs::{
+    AccessFlags, CompletionQueue, ConnectOptions, Context, MemoryRegion, ProtectionDomain,
+    QueuePair, QueuePairCaps, WorkCompletion,
+};
+
+/// The device the RDMA tests run on. Panics when none is configured.
+pub fn test_device() -> String {
+    match std::env::var("RDMAPERF_TEST_DEVICE") {
+        Ok(d) if !d.is_empty() => d,
+        _ => panic!(
+            "RDMAPERF_TEST_DEVICE is not set: these tests need an RDMA device \
+             (run scripts/test, which boots a soft-RoCE VM, or set it to a real device)"
+        ),
+    }
+}
+
+/// The port the tests use.
+pub const PORT: u8 = 1;
+
+/// Bound on every wait for a completion.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// GID index chosen as perftest's auto-selection would, or `None` on an
+/// InfiniBand port (no GRH needed).
+pub fn gid_index(ctx: &Context) -> Option<u32> {
+    let port = ctx.query_port(PORT).expect("query port");
+    assert!(
+        port.is_active(),
+        "{} port {PORT} is {}, not ACTIVE",
+        ctx.name(),
+        port.state
+    );
+    if !port.link_layer.is_ethernet() {
+        return None;
+    }
+    let candidates: Vec<GidCandidate> = ctx
+        .gid_table()
+        .expect("gid table")
+        .into_iter()
+        .filter(|g| g.port == PORT)
+        .map(|g| GidCandidate {
+            index: g.gid_index,
+            bytes: g.gid.0,
+            kind: rdmaperf::inventory::gid_kind(g.gid_type),
+        })
+        .collect();
+    let best = gid::best_index(&candidates, gid::Family::Ipv4);
+    assert!(
+        best.is_some(),
+        "{} port {PORT} has no valid GID",
+        ctx.name()
+    );
+    best
+}
+
+/// One side of a connection: its own device context, PD, CQ, QP and MR,
+/// as a separate host would have.
+pub struct Side {
+    // Field order is deliberately parents-first: the handles keep their
+    // parents alive, so any order must drop cleanly.
+    pub ctx: Context,
+    pub pd: ProtectionDomain,
+    pub cq: CompletionQueue,
+    pub mr: MemoryRegion,
+    pub qp: QueuePair,
+    pub gid_index: Option<u32>,
+}
+
+impl Side {
+    pub fn new(device: &str, mr_len: usize, caps: QueuePairCaps) -> Self {
+        let ctx = Context::open(device).expect("open device");
+        let gid_index = gid_index(&ctx);
+        let pd = ctx.alloc_pd().expect("alloc pd");
+        let cq = ctx
+            .create_cq(caps.max_send_wr + caps.max_recv_wr)
+            .expect("create cq");
+        let mr = pd
+            .allocate(
+                mr_len,
+                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
+            )
+            .expect("register mr");
+        let qp = pd.create_rc_qp(&cq, &cq, &caps).expect("create qp");
+        Self {
+            ctx,
+            pd,
+            cq,
+            mr,
+            qp,
+            gid_index,
+        }
+    }
+
+    pub fn options(&self, psn: u32) -> ConnectOptions {
+        ConnectOptions {
+            port: PORT,
+            gid_index: self.gid_index,
+            mtu: self.ctx.query_port(PORT).unwrap().active_mtu,
+            psn,
+            ..ConnectOptions::default()
+        }
+    }
+
+    /// Waits for exactly one completion, bounded by [`WAIT`].
+    pub fn wait_one(&self) -> WorkCompletion {
+        let mut wc = [WorkCompletion::default()];
+        let n = self
+            .cq
+            .poll_until(&mut wc, Instant::now() + WAIT)
+            .expect("a completion within the bound");
+        assert_eq!(n, 1);
+        wc[0].clone()
+    }
+}
+
+/// Connects two sides' QPs to each other (both RTS).
+pub fn connect(a: &mut Side, b: &mut Side) {
+    let (psn_a, psn_b) = (0x12_3456, 0x65_4321);
+    let ea = a.qp.endpoint(PORT, a.gid_index, psn_a).expect("endpoint a");
+    let eb = b.qp.endpoint(PORT, b.gid_index, psn_b).expect("endpoint b");
+    a.qp.connect(&a.options(psn_a), &eb).expect("connect a");
+    b.qp.connect(&b.options(psn_b), &ea).expect("connect b");
+}
+
+/// xorshift64*: deterministic pseudo-random bytes for payloads.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed | 1)
+    }
+
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            let v = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}
+
+/// Open file descriptors of this process.
+pub fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .count()
+}
+
+/// The device's resource counts from `rdma -j resource show`, e.g.
+/// `{"pd": 1, "cq": 1, "qp": 1, "mr": 0, ...}`.
+pub fn resource_counts(device: &str) -> serde_json::Map<String, serde_json::Value> {
+    let out = std::process::Command::new("rdma")
+        .args(["-j", "resource", "show"])
+        .output()
+        .expect("run `rdma -j resource show` (iproute2)");
+    assert!(out.status.success(), "rdma resource show failed: {out:?}");
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).expect("rdma json");
+    let entry = all
+        .as_array()
+        .expect("array")
+        .iter()
+        .find(|e| e["ifname"] == device)
+        .unwrap_or_else(|| panic!("{device} not in `rdma resource show`: {all}"));
+    let mut counts = entry.as_object().expect("object").clone();
+    counts.remove("ifindex");
+    counts.remove("ifname");
+    counts
+}
