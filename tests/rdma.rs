@@ -36,26 +36,26 @@ fn write_and_verify(
     offset: usize,
     inline: bool,
 ) {
-    let before = b.mr.as_slice().to_vec();
-    rng.fill(&mut a.mr.as_mut_slice()[..len]);
-    let sge = a.mr.sge(0..len).unwrap();
-    let remote =
-        b.mr.remote()
-            .slice(offset as u64..(offset + len) as u64)
-            .unwrap();
+    let before = b.mr().as_slice().to_vec();
+    rng.fill(&mut a.mr_mut().as_mut_slice()[..len]);
+    let sge = a.mr().sge(0..len).unwrap();
+    let remote = b
+        .mr()
+        .remote()
+        .slice(offset as u64..(offset + len) as u64)
+        .unwrap();
     let wr = RdmaWrite::new(len as u64, sge, remote)
         .unwrap()
         .inline(inline);
-    // SAFETY: `a.mr` stays alive and unmodified until the completion below.
-    unsafe { a.qp.post_send(&wr) }.unwrap();
+    a.qp.post_send(&wr).unwrap();
     let wc = a.wait_one();
     assert!(wc.is_success(), "write of {len} B: {:?}", wc.status());
     assert_eq!(wc.opcode(), WcOpcode::RdmaWrite);
     assert_eq!(wc.wr_id(), len as u64);
-    let got = b.mr.as_slice();
+    let got = b.mr().as_slice();
     assert_eq!(
         &got[offset..offset + len],
-        &a.mr.as_slice()[..len],
+        &a.mr().as_slice()[..len],
         "payload of {len} B"
     );
     assert_eq!(
@@ -101,7 +101,7 @@ fn rdma_write_delivers_every_byte_at_edge_sizes() {
     let mut b = Side::new(&dev, MR_LEN, caps(64));
     connect(&mut a, &mut b);
     let mtu = a.options(0).mtu.bytes() as usize;
-    let max_inline = a.qp.caps().max_inline_data as usize;
+    let max_inline = a.qp.qp().caps().max_inline_data as usize;
     assert!(
         max_inline >= 64,
         "granted inline {max_inline} < requested 64"
@@ -128,15 +128,16 @@ fn post_list_of_unsignaled_writes_ends_with_one_completion() {
     let mut b = Side::new(&dev, 1 << 16, caps(0));
     connect(&mut a, &mut b);
     let mut rng = Rng::new(7);
-    rng.fill(a.mr.as_mut_slice());
+    rng.fill(a.mr_mut().as_mut_slice());
     let chunk = 4096usize;
     let mut batch = WriteBatch::with_capacity(16);
     for i in 0..16 {
-        let sge = a.mr.sge(i * chunk..(i + 1) * chunk).unwrap();
-        let remote =
-            b.mr.remote()
-                .slice((i * chunk) as u64..((i + 1) * chunk) as u64)
-                .unwrap();
+        let sge = a.mr().sge(i * chunk..(i + 1) * chunk).unwrap();
+        let remote = b
+            .mr()
+            .remote()
+            .slice((i * chunk) as u64..((i + 1) * chunk) as u64)
+            .unwrap();
         let last = i == 15;
         batch
             .push(
@@ -148,15 +149,14 @@ fn post_list_of_unsignaled_writes_ends_with_one_completion() {
     }
     assert!(
         batch
-            .push(&RdmaWrite::new(99, a.mr.sge(0..1).unwrap(), b.mr.remote()).unwrap())
+            .push(&RdmaWrite::new(99, a.mr().sge(0..1).unwrap(), b.mr().remote()).unwrap())
             .is_err()
     );
-    // SAFETY: `a.mr` is alive and untouched until the completion.
-    unsafe { a.qp.post_batch(&mut batch) }.unwrap();
+    a.qp.post_batch(&mut batch).unwrap();
     let wc = a.wait_one();
     assert!(wc.is_success(), "{:?}", wc.status());
     assert_eq!(wc.wr_id(), 15);
-    assert_eq!(a.mr.as_slice(), b.mr.as_slice());
+    assert_eq!(a.mr().as_slice(), b.mr().as_slice());
     let mut more = [WorkCompletion::default(), WorkCompletion::default()];
     assert_eq!(
         a.cq.poll(&mut more).unwrap(),
@@ -172,14 +172,12 @@ fn write_with_immediate_consumes_a_receive_and_carries_the_value() {
     let mut a = Side::new(&dev, 4096, caps(0));
     let mut b = Side::new(&dev, 4096, caps(0));
     connect(&mut a, &mut b);
-    // SAFETY: a zero-length receive names no memory.
-    unsafe { b.qp.post_recv(42, None) }.unwrap();
-    a.mr.as_mut_slice()[..8].copy_from_slice(b"imm-data");
-    let wr = RdmaWrite::new(1, a.mr.sge(0..8).unwrap(), b.mr.remote())
+    b.qp.qp().post_recv_empty(42).unwrap();
+    a.mr_mut().as_mut_slice()[..8].copy_from_slice(b"imm-data");
+    let wr = RdmaWrite::new(1, a.mr().sge(0..8).unwrap(), b.mr().remote())
         .unwrap()
         .with_imm(0xdead_beef);
-    // SAFETY: `a.mr` is alive and untouched until the completion.
-    unsafe { a.qp.post_send(&wr) }.unwrap();
+    a.qp.post_send(&wr).unwrap();
     assert!(a.wait_one().is_success());
     let wc = b.wait_one();
     assert!(wc.is_success(), "{:?}", wc.status());
@@ -187,7 +185,7 @@ fn write_with_immediate_consumes_a_receive_and_carries_the_value() {
     assert_eq!(wc.opcode(), WcOpcode::RecvRdmaWithImm);
     assert_eq!(wc.imm_data(), Some(0xdead_beef));
     assert_eq!(wc.byte_len(), 8);
-    assert_eq!(&b.mr.as_slice()[..8], b"imm-data");
+    assert_eq!(&b.mr().as_slice()[..8], b"imm-data");
 }
 
 #[test]
@@ -197,12 +195,11 @@ fn wrong_rkey_yields_remote_access_error_not_a_hang() {
     let mut a = Side::new(&dev, 4096, caps(0));
     let mut b = Side::new(&dev, 4096, caps(0));
     connect(&mut a, &mut b);
-    let mut remote = b.mr.remote();
+    let mut remote = b.mr().remote();
     remote.rkey ^= 0x00ff_ff00;
-    let wr = RdmaWrite::new(5, a.mr.sge(0..64).unwrap(), remote).unwrap();
+    let wr = RdmaWrite::new(5, a.mr().sge(0..64).unwrap(), remote).unwrap();
     let started = Instant::now();
-    // SAFETY: `a.mr` is alive and untouched until the completion.
-    unsafe { a.qp.post_send(&wr) }.unwrap();
+    a.qp.post_send(&wr).unwrap();
     let wc = a.wait_one();
     assert!(started.elapsed() < WAIT);
     assert_eq!(
@@ -213,15 +210,14 @@ fn wrong_rkey_yields_remote_access_error_not_a_hang() {
     );
     assert_eq!(wc.status().as_str(), "remote access error");
     assert_eq!(wc.wr_id(), 5);
-    assert_eq!(a.qp.state().unwrap(), QpState::Err);
+    assert_eq!(a.qp.qp().state().unwrap(), QpState::Err);
     assert!(
-        b.mr.as_slice().iter().all(|&x| x == 0),
+        b.mr().as_slice().iter().all(|&x| x == 0),
         "target memory was written"
     );
     // Later work on the broken QP is flushed, still as data.
-    let wr = RdmaWrite::new(6, a.mr.sge(0..1).unwrap(), b.mr.remote()).unwrap();
-    // SAFETY: as above.
-    unsafe { a.qp.post_send(&wr) }.unwrap();
+    let wr = RdmaWrite::new(6, a.mr().sge(0..1).unwrap(), b.mr().remote()).unwrap();
+    a.qp.post_send(&wr).unwrap();
     assert_eq!(a.wait_one().status(), WcStatus::WR_FLUSH_ERR);
 }
 
@@ -233,9 +229,8 @@ fn target_without_remote_write_access_is_refused() {
     let mut b = Side::new(&dev, 4096, caps(0));
     connect(&mut a, &mut b);
     let read_only = b.pd.allocate(4096, AccessFlags::LOCAL_WRITE).unwrap();
-    let wr = RdmaWrite::new(1, a.mr.sge(0..16).unwrap(), read_only.remote()).unwrap();
-    // SAFETY: `a.mr` is alive and untouched until the completion.
-    unsafe { a.qp.post_send(&wr) }.unwrap();
+    let wr = RdmaWrite::new(1, a.mr().sge(0..16).unwrap(), read_only.remote()).unwrap();
+    a.qp.post_send(&wr).unwrap();
     assert_eq!(a.wait_one().status(), WcStatus::REM_ACCESS_ERR);
 }
 
@@ -273,12 +268,12 @@ fn bad_connection_and_post_parameters_are_refused_before_the_device() {
     let dev = test_device();
     let mut a = Side::new(&dev, 4096, caps(32));
     let mut b = Side::new(&dev, 4096, caps(32));
-    let eb = b.qp.endpoint(PORT, b.gid_index, 1).unwrap();
+    let eb = b.qp.qp().endpoint(PORT, b.gid_index, 1).unwrap();
     let active = a.options(0).mtu;
     if active < verbs::Mtu::Mtu4096 {
         let mut opts = a.options(0);
         opts.mtu = verbs::Mtu::Mtu4096;
-        let err = a.qp.connect(&opts, &eb).unwrap_err();
+        let err = a.qp.qp_mut().connect(&opts, &eb).unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
         assert!(err.to_string().contains("active MTU"), "{err}");
     }
@@ -286,27 +281,26 @@ fn bad_connection_and_post_parameters_are_refused_before_the_device() {
     opts.hop_limit = 0;
     if a.gid_index.is_some() {
         assert!(matches!(
-            a.qp.connect(&opts, &eb),
+            a.qp.qp_mut().connect(&opts, &eb),
             Err(Error::InvalidArgument(_))
         ));
     }
     assert_eq!(
-        a.qp.state().unwrap(),
+        a.qp.qp().state().unwrap(),
         QpState::Reset,
         "a refused connect touched the QP"
     );
     connect(&mut a, &mut b);
-    let too_long = a.qp.caps().max_inline_data as usize + 1;
-    let wr = RdmaWrite::new(1, a.mr.sge(0..too_long).unwrap(), b.mr.remote())
+    let too_long = a.qp.qp().caps().max_inline_data as usize + 1;
+    let wr = RdmaWrite::new(1, a.mr().sge(0..too_long).unwrap(), b.mr().remote())
         .unwrap()
         .inline(true);
-    // SAFETY: refused before posting; nothing reaches the device.
-    let err = unsafe { a.qp.post_send(&wr) }.unwrap_err();
+    let err = a.qp.post_send(&wr).unwrap_err();
     assert!(err.to_string().contains("inline"), "{err}");
-    assert!(a.mr.sge(0..4097).is_err());
-    assert!(b.mr.remote().slice(0..4097).is_err());
-    let big = a.mr.sge(0..4096).unwrap();
-    assert!(RdmaWrite::new(1, big, b.mr.remote().slice(0..100).unwrap()).is_err());
+    assert!(a.mr().sge(0..4097).is_err());
+    assert!(b.mr().remote().slice(0..4097).is_err());
+    let big = a.mr().sge(0..4096).unwrap();
+    assert!(RdmaWrite::new(1, big, b.mr().remote().slice(0..100).unwrap()).is_err());
 }
 
 #[test]

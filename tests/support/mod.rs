@@ -9,9 +9,11 @@
 use std::time::{Duration, Instant};
 
 use engine::gid::{self, GidCandidate};
+use std::sync::Arc;
+
 use verbs::{
-    AccessFlags, CompletionQueue, ConnectOptions, Context, MemoryRegion, ProtectionDomain,
-    QueuePair, QueuePairCaps, WorkCompletion,
+    AccessFlags, BoundQueuePair, CompletionQueue, ConnectOptions, Context, MemoryRegion,
+    ProtectionDomain, QueuePairCaps, WorkCompletion,
 };
 
 /// The device the RDMA tests run on. Panics when none is configured.
@@ -64,16 +66,16 @@ pub fn gid_index(ctx: &Context) -> Option<u32> {
     best
 }
 
-/// One side of a connection: its own device context, PD, CQ, QP and MR,
-/// as a separate host would have.
+/// One side of a connection: its own device context, PD, CQ, and a QP
+/// bound to its MR (the source of its writes and the target of the
+/// peer's), as a separate host would have.
 pub struct Side {
     // Field order is deliberately parents-first: the handles keep their
     // parents alive, so any order must drop cleanly.
     pub ctx: Context,
     pub pd: ProtectionDomain,
     pub cq: CompletionQueue,
-    pub mr: MemoryRegion,
-    pub qp: QueuePair,
+    pub qp: BoundQueuePair,
     pub gid_index: Option<u32>,
 }
 
@@ -92,14 +94,26 @@ impl Side {
             )
             .expect("register mr");
         let qp = pd.create_rc_qp(&cq, &cq, &caps).expect("create qp");
+        let qp = BoundQueuePair::new(qp, Arc::new(mr)).expect("bind qp to mr");
         Self {
             ctx,
             pd,
             cq,
-            mr,
             qp,
             gid_index,
         }
+    }
+
+    /// The MR: source of this side's writes, target of the peer's.
+    pub fn mr(&self) -> &MemoryRegion {
+        self.qp.source()
+    }
+
+    /// The MR, for filling between writes.
+    pub fn mr_mut(&mut self) -> &mut MemoryRegion {
+        self.qp
+            .source_mut()
+            .expect("the side is the MR's only owner")
     }
 
     pub fn options(&self, psn: u32) -> ConnectOptions {
@@ -127,10 +141,17 @@ impl Side {
 /// Connects two sides' QPs to each other (both RTS).
 pub fn connect(a: &mut Side, b: &mut Side) {
     let (psn_a, psn_b) = (0x12_3456, 0x65_4321);
-    let ea = a.qp.endpoint(PORT, a.gid_index, psn_a).expect("endpoint a");
-    let eb = b.qp.endpoint(PORT, b.gid_index, psn_b).expect("endpoint b");
-    a.qp.connect(&a.options(psn_a), &eb).expect("connect a");
-    b.qp.connect(&b.options(psn_b), &ea).expect("connect b");
+    let ea =
+        a.qp.qp()
+            .endpoint(PORT, a.gid_index, psn_a)
+            .expect("endpoint a");
+    let eb =
+        b.qp.qp()
+            .endpoint(PORT, b.gid_index, psn_b)
+            .expect("endpoint b");
+    let (oa, ob) = (a.options(psn_a), b.options(psn_b));
+    a.qp.qp_mut().connect(&oa, &eb).expect("connect a");
+    b.qp.qp_mut().connect(&ob, &ea).expect("connect b");
 }
 
 /// xorshift64*: deterministic pseudo-random bytes for payloads.

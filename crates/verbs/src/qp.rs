@@ -760,6 +760,17 @@ impl QueuePair {
         Ok(())
     }
 
+    /// Posts a zero-length receive, for the target of RDMA WRITE with
+    /// immediate (the immediate consumes one receive and carries its data in
+    /// the completion). Safe: it names no memory.
+    ///
+    /// # Errors
+    /// [`Error::Post`] when `ibv_post_recv` refuses.
+    pub fn post_recv_empty(&self, wr_id: u64) -> Result<()> {
+        // SAFETY: no scatter/gather entry, so the device writes no memory.
+        unsafe { self.post_recv(wr_id, None) }
+    }
+
     #[cold]
     fn post_failed(&self, verb: &'static str, rc: i32) -> Error {
         Error::Post {
@@ -775,4 +786,123 @@ fn inline_too_long(length: u32, max: u32) -> Error {
     Error::InvalidArgument(format!(
         "inline write of {length} bytes exceeds the queue pair's inline limit of {max} bytes"
     ))
+}
+
+/// A queue pair bound to the memory region it sends from, which makes
+/// posting safe: every request is checked to lie inside that region (and
+/// carry its lkey) before it reaches the device, the region is held by an
+/// `Arc` so no `&mut` access can write it while the device reads, and the
+/// queue pair is destroyed (flushing its work) before the region can be
+/// released.
+pub struct BoundQueuePair {
+    // `qp` is declared first: fields drop in order, so the QP (and any
+    // outstanding work) goes before this handle on the region does.
+    qp: QueuePair,
+    source: std::sync::Arc<crate::MemoryRegion>,
+    lo: u64,
+    hi: u64,
+    lkey: u32,
+}
+
+impl fmt::Debug for BoundQueuePair {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BoundQueuePair")
+            .field("qp", &self.qp)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl BoundQueuePair {
+    /// Binds `qp` to `source`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the region belongs to another
+    /// protection domain than the queue pair.
+    pub fn new(qp: QueuePair, source: std::sync::Arc<crate::MemoryRegion>) -> Result<Self> {
+        if source.pd().as_raw() != qp.pd().as_raw() {
+            return Err(Error::InvalidArgument(
+                "the source memory region belongs to another protection domain".into(),
+            ));
+        }
+        Ok(Self {
+            lo: source.addr(),
+            hi: source.addr() + source.len() as u64,
+            lkey: source.lkey(),
+            qp,
+            source,
+        })
+    }
+
+    /// The queue pair.
+    pub fn qp(&self) -> &QueuePair {
+        &self.qp
+    }
+
+    /// The queue pair, mutably (to connect it).
+    pub fn qp_mut(&mut self) -> &mut QueuePair {
+        &mut self.qp
+    }
+
+    /// The region it sends from.
+    pub fn source(&self) -> &std::sync::Arc<crate::MemoryRegion> {
+        &self.source
+    }
+
+    /// The region, mutably, when this is its only owner (to fill it
+    /// between writes). Bytes changed while a write is in flight go out
+    /// changed: wait for the completion first.
+    pub fn source_mut(&mut self) -> Option<&mut crate::MemoryRegion> {
+        std::sync::Arc::get_mut(&mut self.source)
+    }
+
+    #[inline]
+    fn inside(&self, sge: &ffi::ibv_sge) -> bool {
+        sge.lkey == self.lkey
+            && sge.addr >= self.lo
+            && sge
+                .addr
+                .checked_add(u64::from(sge.length))
+                .is_some_and(|end| end <= self.hi)
+    }
+
+    /// Posts one RDMA WRITE from the bound region.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the source range is not inside the
+    /// bound region; otherwise as [`QueuePair::post_send`].
+    #[inline]
+    pub fn post_send(&self, write: &RdmaWrite) -> Result<()> {
+        if !self.inside(&write.local.to_raw()) {
+            return Err(outside_region());
+        }
+        // SAFETY: the source range lies inside `self.source` (checked just
+        // above: address range and lkey), which `self` keeps alive and
+        // registered for as long as the QP exists (the QP is dropped
+        // first), and which nobody can write through Rust while shared in
+        // an `Arc`.
+        unsafe { self.qp.post_send(write) }
+    }
+
+    /// Posts a batch of RDMA WRITEs from the bound region.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when a source range is not inside the
+    /// bound region (nothing is posted then); otherwise as
+    /// [`QueuePair::post_batch`].
+    #[inline]
+    pub fn post_batch(&self, batch: &mut WriteBatch) -> Result<()> {
+        if !batch.sges.iter().all(|s| self.inside(s)) {
+            return Err(outside_region());
+        }
+        // SAFETY: as in `post_send`, for every request of the batch.
+        unsafe { self.qp.post_batch(batch) }
+    }
+}
+
+#[cold]
+fn outside_region() -> Error {
+    Error::InvalidArgument(
+        "work request source is outside the queue pair's bound memory region".into(),
+    )
 }
