@@ -12,5 +12,9 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod bw;
+pub mod config;
 pub mod gid;
+pub mod link;
 pub mod listing;
+pub mod wire;

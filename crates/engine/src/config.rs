@@ -1,0 +1,474 @@
+//! Test configuration: what the client sends, what both sides validate.
+//!
+//! Every limit check names the flag the user typed, so the binaries can
+//! exit with code 2 and a message that says what to change.
+
+use serde::{Deserialize, Serialize};
+
+/// perftest's default out-of-band TCP port.
+pub const DEFAULT_PORT: u16 = 18515;
+/// Largest message size (perftest's `MAX_SIZE`, 8 MiB).
+pub const MAX_SIZE: u64 = 8 << 20;
+/// Most queue pairs per test (perftest's limit).
+pub const MAX_QPS: u32 = 16384;
+/// Deepest send queue (perftest's limit).
+pub const MAX_TX_DEPTH: u32 = 15000;
+/// Largest CQ moderation (perftest's limit).
+pub const MAX_CQ_MOD: u32 = 1024;
+/// Most worker threads.
+pub const MAX_THREADS: u32 = 256;
+/// Fewest iterations (perftest's minimum).
+pub const MIN_ITERS: u64 = 5;
+/// Cache line used to align ring slots of small messages.
+pub const CACHE_LINE: u64 = 64;
+/// Ring size for small messages (perftest's page-sized cycle buffer).
+pub const RING_BYTES: u64 = 4096;
+
+/// A configuration value out of range; names the flag.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{flag}: {message}")]
+pub struct ConfigError {
+    /// The flag as the user types it, e.g. `-t/--tx-depth`.
+    pub flag: &'static str,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+fn bad(flag: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        flag,
+        message: message.into(),
+    }
+}
+
+/// Duration mode (`-D`): run for `seconds`, measuring only between the
+/// warm-up and cool-down margins.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DurationMode {
+    /// Total run time per size, seconds.
+    pub seconds: f64,
+    /// Warm-up and cool-down margin each, seconds (perftest's `-f`).
+    pub margin: f64,
+}
+
+/// Configuration of an RDMA WRITE bandwidth test; sent by the client, so
+/// the server needs no matching flags.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BwConfig {
+    /// Message sizes to run, in order (one, or the `-a` sweep).
+    pub sizes: Vec<u64>,
+    /// Messages per QP per size (iteration mode).
+    pub iters: u64,
+    /// Duration mode instead of a fixed count.
+    pub duration: Option<DurationMode>,
+    /// Queue pairs.
+    pub qps: u32,
+    /// Worker threads the QPs are spread over.
+    pub threads: u32,
+    /// Send queue depth per QP.
+    pub tx_depth: u32,
+    /// Signal one work request in every `cq_mod`.
+    pub cq_mod: u32,
+    /// Work requests chained per `ibv_post_send`.
+    pub post_list: u32,
+    /// Send messages up to this size inline.
+    pub inline_size: u32,
+    /// Both sides write at the same time.
+    pub bidirectional: bool,
+    /// Requested path MTU in bytes (`None`: the ports' active MTU).
+    pub mtu: Option<u32>,
+}
+
+impl Default for BwConfig {
+    /// perftest's `ib_write_bw` defaults.
+    fn default() -> Self {
+        Self {
+            sizes: vec![65536],
+            iters: 5000,
+            duration: None,
+            qps: 1,
+            threads: 1,
+            tx_depth: 128,
+            cq_mod: 100,
+            post_list: 1,
+            inline_size: 0,
+            bidirectional: false,
+            mtu: None,
+        }
+    }
+}
+
+/// The `-a` sweep: 2 B to 8 MiB in powers of two.
+pub fn sweep_sizes() -> Vec<u64> {
+    (1..=23).map(|i| 1u64 << i).collect()
+}
+
+impl BwConfig {
+    /// Checks every limit that does not depend on the device.
+    ///
+    /// # Errors
+    /// The first violated limit, naming its flag.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.sizes.is_empty() {
+            return Err(bad("-s/--size", "no message size given"));
+        }
+        for &s in &self.sizes {
+            if s == 0 || s > MAX_SIZE {
+                return Err(bad(
+                    "-s/--size",
+                    format!("message size {s} is outside 1..={MAX_SIZE} bytes"),
+                ));
+            }
+        }
+        if self.qps == 0 || self.qps > MAX_QPS {
+            return Err(bad(
+                "-q/--qp",
+                format!("{} QPs is outside 1..={MAX_QPS}", self.qps),
+            ));
+        }
+        if self.threads == 0 || self.threads > MAX_THREADS {
+            return Err(bad(
+                "--threads",
+                format!("{} threads is outside 1..={MAX_THREADS}", self.threads),
+            ));
+        }
+        if self.threads > self.qps {
+            return Err(bad(
+                "--threads",
+                format!(
+                    "{} threads for {} QPs: each thread needs at least one QP (raise -q)",
+                    self.threads, self.qps
+                ),
+            ));
+        }
+        if self.tx_depth == 0 || self.tx_depth > MAX_TX_DEPTH {
+            return Err(bad(
+                "-t/--tx-depth",
+                format!("tx depth {} is outside 1..={MAX_TX_DEPTH}", self.tx_depth),
+            ));
+        }
+        if self.cq_mod == 0 || self.cq_mod > MAX_CQ_MOD {
+            return Err(bad(
+                "-Q/--cq-mod",
+                format!("CQ moderation {} is outside 1..={MAX_CQ_MOD}", self.cq_mod),
+            ));
+        }
+        if self.cq_mod > self.tx_depth {
+            return Err(bad(
+                "-Q/--cq-mod",
+                format!(
+                    "CQ moderation {} is above the tx depth {}: the send queue would fill \
+                     before any completion is requested",
+                    self.cq_mod, self.tx_depth
+                ),
+            ));
+        }
+        if self.post_list == 0 || self.post_list > self.tx_depth {
+            return Err(bad(
+                "-l/--post-list",
+                format!(
+                    "post list {} is outside 1..=tx depth ({})",
+                    self.post_list, self.tx_depth
+                ),
+            ));
+        }
+        match self.duration {
+            None => {
+                if self.iters < MIN_ITERS {
+                    return Err(bad(
+                        "-n/--iters",
+                        format!("{} iterations; at least {MIN_ITERS}", self.iters),
+                    ));
+                }
+                if self.iters % u64::from(self.post_list) != 0 {
+                    return Err(bad(
+                        "-n/--iters",
+                        format!(
+                            "{} iterations is not a multiple of the post list {}",
+                            self.iters, self.post_list
+                        ),
+                    ));
+                }
+            }
+            Some(d) => {
+                if !(d.seconds.is_finite() && d.seconds > 0.0) {
+                    return Err(bad(
+                        "-D/--duration",
+                        "duration must be a positive number of seconds",
+                    ));
+                }
+                if !(d.margin.is_finite() && d.margin >= 0.0) {
+                    return Err(bad("-f/--margin", "margin must be zero or more seconds"));
+                }
+                if d.seconds <= 2.0 * d.margin {
+                    return Err(bad(
+                        "-D/--duration",
+                        format!(
+                            "duration {}s must exceed twice the margin ({}s) so something is measured",
+                            d.seconds, d.margin
+                        ),
+                    ));
+                }
+                if self.sizes.len() > 1 {
+                    return Err(bad("-D/--duration", "cannot be combined with -a/--all"));
+                }
+            }
+        }
+        if let Some(m) = self.mtu {
+            if ![256, 512, 1024, 2048, 4096].contains(&m) {
+                return Err(bad(
+                    "-m/--mtu",
+                    format!("MTU {m} is not one of 256, 512, 1024, 2048, 4096"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Largest message size of the run.
+    pub fn max_size(&self) -> u64 {
+        self.sizes.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Bytes of buffer each QP writes into on its peer: the largest message,
+    /// at least the small-message ring.
+    pub fn buffer_per_qp(&self) -> u64 {
+        self.max_size().max(RING_BYTES)
+    }
+
+    /// Bytes a side registers: a target area per QP, plus a source area
+    /// per QP when it sends (client always, server only bidirectional).
+    pub fn memory_needed(&self, sends: bool) -> u64 {
+        let areas = if sends { 2 } else { 1 };
+        self.buffer_per_qp()
+            .saturating_mul(u64::from(self.qps))
+            .saturating_mul(areas)
+    }
+
+    /// The QPs thread `t` drives: contiguous, as even as possible.
+    pub fn qps_of_thread(&self, t: u32) -> std::ops::Range<u32> {
+        let base = self.qps / self.threads;
+        let extra = self.qps % self.threads;
+        let start = t * base + t.min(extra);
+        let len = base + u32::from(t < extra);
+        start..start + len
+    }
+}
+
+/// Where message `i` of size `size` starts within a QP's area: small
+/// messages rotate through a page-sized ring of cache-line aligned slots
+/// (as perftest does), larger ones always start at 0.
+#[inline]
+pub fn ring_offset(size: u64, i: u64) -> u64 {
+    if size > RING_BYTES / 2 {
+        return 0;
+    }
+    let stride = size.div_ceil(CACHE_LINE) * CACHE_LINE;
+    let slots = RING_BYTES / stride;
+    (i % slots) * stride
+}
+
+/// Parses a byte count with an optional binary suffix: `65536`, `64K`,
+/// `64KiB`, `1M`, `2G` (K = 1024).
+///
+/// # Errors
+/// A message naming the text when it is not a number with a known suffix
+/// or overflows.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, suffix) = t.split_at(split);
+    let shift = match suffix.to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        _ => return Err(format!("{text:?} is not a size (examples: 65536, 64K, 1M)")),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (examples: 65536, 64K, 1M)"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("64KiB"), Ok(65536));
+        assert_eq!(parse_size("1m"), Ok(1 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("12X").unwrap_err().contains("12X"));
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
+    }
+
+    fn flag_of(c: &BwConfig) -> &'static str {
+        c.validate().unwrap_err().flag
+    }
+
+    #[test]
+    fn perftest_defaults_are_valid() {
+        BwConfig::default().validate().unwrap();
+        let all = BwConfig {
+            sizes: sweep_sizes(),
+            ..BwConfig::default()
+        };
+        all.validate().unwrap();
+        assert_eq!(all.sizes.first(), Some(&2));
+        assert_eq!(all.sizes.last(), Some(&(8 << 20)));
+        assert_eq!(all.sizes.len(), 23);
+    }
+
+    #[test]
+    fn each_bad_value_names_its_flag() {
+        let d = BwConfig::default();
+        assert_eq!(
+            flag_of(&BwConfig {
+                sizes: vec![0],
+                ..d.clone()
+            }),
+            "-s/--size"
+        );
+        assert_eq!(
+            flag_of(&BwConfig {
+                sizes: vec![MAX_SIZE + 1],
+                ..d.clone()
+            }),
+            "-s/--size"
+        );
+        assert_eq!(
+            flag_of(&BwConfig {
+                tx_depth: 0,
+                ..d.clone()
+            }),
+            "-t/--tx-depth"
+        );
+        assert_eq!(
+            flag_of(&BwConfig {
+                tx_depth: 64,
+                cq_mod: 100,
+                ..d.clone()
+            }),
+            "-Q/--cq-mod"
+        );
+        assert_eq!(
+            flag_of(&BwConfig {
+                qps: 0,
+                ..d.clone()
+            }),
+            "-q/--qp"
+        );
+        assert_eq!(
+            flag_of(&BwConfig {
+                qps: 2,
+                threads: 3,
+                ..d.clone()
+            }),
+            "--threads"
+        );
+        assert_eq!(
+            flag_of(&BwConfig {
+                iters: 3,
+                ..d.clone()
+            }),
+            "-n/--iters"
+        );
+        assert_eq!(
+            flag_of(&BwConfig {
+                post_list: 3,
+                ..d.clone()
+            }),
+            "-n/--iters"
+        );
+        assert_eq!(
+            flag_of(&BwConfig {
+                mtu: Some(1500),
+                ..d.clone()
+            }),
+            "-m/--mtu"
+        );
+        let dur = Some(DurationMode {
+            seconds: 4.0,
+            margin: 2.0,
+        });
+        assert_eq!(
+            flag_of(&BwConfig {
+                duration: dur,
+                ..d.clone()
+            }),
+            "-D/--duration"
+        );
+        let dur = Some(DurationMode {
+            seconds: 5.0,
+            margin: 2.0,
+        });
+        BwConfig {
+            duration: dur,
+            ..d.clone()
+        }
+        .validate()
+        .unwrap();
+        let sweep = BwConfig {
+            duration: dur,
+            sizes: sweep_sizes(),
+            ..d.clone()
+        };
+        assert_eq!(flag_of(&sweep), "-D/--duration");
+        let e = BwConfig {
+            tx_depth: 64,
+            cq_mod: 100,
+            ..d
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.to_string().split(':').next(), Some("-Q/--cq-mod"));
+        assert!(e.message.contains("100") && e.message.contains("64"));
+    }
+
+    #[test]
+    fn memory_needed_counts_areas_and_qps() {
+        let c = BwConfig {
+            qps: 4,
+            sizes: vec![65536],
+            ..BwConfig::default()
+        };
+        assert_eq!(c.memory_needed(false), 4 * 65536);
+        assert_eq!(c.memory_needed(true), 8 * 65536);
+        let small = BwConfig {
+            sizes: vec![2],
+            ..BwConfig::default()
+        };
+        assert_eq!(small.buffer_per_qp(), RING_BYTES);
+    }
+
+    #[test]
+    fn threads_split_qps_evenly_and_cover_all() {
+        let c = BwConfig {
+            qps: 7,
+            threads: 3,
+            ..BwConfig::default()
+        };
+        let parts: Vec<_> = (0..3).map(|t| c.qps_of_thread(t)).collect();
+        assert_eq!(parts, vec![0..3, 3..5, 5..7]);
+    }
+
+    #[test]
+    fn small_messages_rotate_through_aligned_ring_slots() {
+        assert_eq!(ring_offset(2, 0), 0);
+        assert_eq!(ring_offset(2, 1), 64);
+        assert_eq!(ring_offset(2, 64), 0);
+        assert_eq!(ring_offset(100, 1), 128);
+        assert_eq!(ring_offset(65536, 5), 0);
+        for i in 0..1000 {
+            let off = ring_offset(1000, i);
+            assert!(off + 1000 <= RING_BYTES && off % CACHE_LINE == 0);
+        }
+    }
+}

@@ -1,0 +1,402 @@
+//! `engine::link` over the sysfs fixture trees in `tests/fixtures/sysfs/`
+//! (see the README there). Tests that change counters between two
+//! snapshots work on a copy in a temporary directory.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use engine::link::{
+    CounterRise, ExpectRate, LinkError, VerdictInput, evaluate, port_dir, read_rate, rises,
+    snapshot_error_counters,
+};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sysfs")
+        .join(name)
+}
+
+/// A temporary directory, removed on drop.
+struct TempTree(PathBuf);
+
+impl TempTree {
+    fn new() -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "rdmaperf-link-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    /// A fresh copy of a fixture tree.
+    fn copy_of(name: &str) -> Self {
+        let t = Self::new();
+        copy_dir(&fixture(name), &t.0);
+        t
+    }
+
+    fn root(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempTree {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Writes `value` and a newline into a counter file below the port.
+fn set(root: &Path, device: &str, counter: &str, value: &str) {
+    fs::write(
+        port_dir(root, device, 1).join(counter),
+        format!("{value}\n"),
+    )
+    .unwrap();
+}
+
+/// The verdict for a run on `device` port 1 of `root` that measured
+/// `measured` Gb/s, with counters read before and after `during` ran.
+fn run(
+    root: &Path,
+    device: &str,
+    expect: ExpectRate,
+    measured: f64,
+    directions: u32,
+    during: impl FnOnce(),
+) -> engine::link::Verdict {
+    let before = snapshot_error_counters(root, device, 1);
+    during();
+    let after = snapshot_error_counters(root, device, 1);
+    evaluate(&VerdictInput {
+        expect,
+        negotiated: read_rate(root, device, 1).ok(),
+        min_efficiency: 0.9,
+        measured_gbps: measured,
+        directions,
+        rises: rises(&before, &after),
+    })
+}
+
+const PMA_ERRORS: [&str; 12] = [
+    "symbol_error",
+    "link_error_recovery",
+    "link_downed",
+    "port_rcv_errors",
+    "port_rcv_remote_physical_errors",
+    "port_rcv_switch_relay_errors",
+    "port_xmit_discards",
+    "port_xmit_constraint_errors",
+    "port_rcv_constraint_errors",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+    "VL15_dropped",
+];
+
+#[test]
+fn port_dir_is_the_kernel_layout() {
+    assert_eq!(
+        port_dir(Path::new("/sys"), "mlx5_0", 1),
+        Path::new("/sys/class/infiniband/mlx5_0/ports/1")
+    );
+}
+
+#[test]
+fn ndr_rate_is_read_and_trimmed() {
+    let r = read_rate(&fixture("ndr"), "mlx5_0", 1).unwrap();
+    assert_eq!(r.gbps, 400.0);
+    assert_eq!(r.text, "400 Gb/sec (4X NDR)");
+}
+
+#[test]
+fn ndr_snapshot_holds_only_error_counters() {
+    let snap = snapshot_error_counters(&fixture("ndr"), "mlx5_0", 1);
+    let mut expected: Vec<String> = PMA_ERRORS.iter().map(|n| format!("counters/{n}")).collect();
+    expected.extend(
+        [
+            "duplicate_request",
+            "local_ack_timeout_err",
+            "out_of_sequence",
+            "packet_seq_err",
+            "req_cqe_error",
+            "rnr_nak_retry_err",
+        ]
+        .iter()
+        .map(|n| format!("hw_counters/{n}")),
+    );
+    expected.sort();
+    let keys: Vec<String> = snap.counters.keys().cloned().collect();
+    assert_eq!(keys, expected);
+    assert!(snap.counters.values().all(|&v| v == 0));
+}
+
+#[test]
+fn ndr_port_passes_at_381_gbps() {
+    let v = run(&fixture("ndr"), "mlx5_0", ExpectRate::Auto, 381.2, 1, || {});
+    assert!(v.pass, "{v:?}");
+    assert_eq!(
+        v.line(),
+        "verdict: PASS measured 381.20 Gb/s >= threshold 360.00 Gb/s \
+         (0.90 x 400 Gb/s expected; negotiated 400 Gb/sec (4X NDR))"
+    );
+    let v = run(
+        &fixture("ndr"),
+        "mlx5_0",
+        ExpectRate::Gbps(400.0),
+        381.2,
+        1,
+        || {},
+    );
+    assert!(v.pass, "{v:?}");
+}
+
+#[test]
+fn ndr_port_fails_at_300_gbps() {
+    let v = run(&fixture("ndr"), "mlx5_0", ExpectRate::Auto, 300.0, 1, || {});
+    assert!(!v.pass);
+    assert_eq!(v.reasons, ["measured 300.00 Gb/s < threshold 360.00 Gb/s"]);
+    assert!(
+        v.line()
+            .starts_with("verdict: FAIL measured 300.00 Gb/s < threshold 360.00 Gb/s")
+    );
+}
+
+#[test]
+fn hdr_trained_down_to_2x_fails_against_expect_rate_200() {
+    let root = fixture("hdr-2x");
+    let v = run(&root, "mlx5_1", ExpectRate::Gbps(200.0), 99.0, 1, || {});
+    assert!(!v.pass);
+    assert_eq!(v.negotiated_gbps, Some(100.0));
+    let trained_down = "link trained down: negotiated 100 Gb/s (2X HDR) < expected 200 Gb/s";
+    assert!(
+        v.reasons.iter().any(|r| r == trained_down),
+        "{:?}",
+        v.reasons
+    );
+    assert!(v.line().contains(trained_down), "{}", v.line());
+    // With auto, 99 Gb/s on a 100 Gb/s link is within 0.9: the trained-down
+    // link is only caught when the expected rate is given.
+    let v = run(&root, "mlx5_1", ExpectRate::Auto, 99.0, 1, || {});
+    assert!(v.pass, "{v:?}");
+}
+
+#[test]
+fn rising_symbol_error_fails_but_rising_data_counters_do_not() {
+    let t = TempTree::copy_of("ndr");
+    let v = run(t.root(), "mlx5_0", ExpectRate::Auto, 381.2, 1, || {
+        set(t.root(), "mlx5_0", "counters/symbol_error", "12");
+        set(t.root(), "mlx5_0", "counters/port_xmit_data", "99999999999");
+        set(t.root(), "mlx5_0", "counters/port_rcv_packets", "99999999");
+        set(t.root(), "mlx5_0", "hw_counters/rx_write_requests", "99999");
+    });
+    assert!(!v.pass);
+    assert_eq!(
+        v.reasons,
+        ["error counter counters/symbol_error rose 0 -> 12"]
+    );
+    assert!(
+        v.line()
+            .ends_with("; error counter counters/symbol_error rose 0 -> 12"),
+        "{}",
+        v.line()
+    );
+
+    let t = TempTree::copy_of("ndr");
+    let v = run(t.root(), "mlx5_0", ExpectRate::Auto, 381.2, 1, || {
+        set(t.root(), "mlx5_0", "counters/port_xmit_data", "99999999999");
+        set(t.root(), "mlx5_0", "counters/port_xmit_wait", "99999999");
+        set(t.root(), "mlx5_0", "hw_counters/lifespan", "20");
+    });
+    assert!(v.pass, "{v:?}");
+}
+
+#[test]
+fn rxe_layout_has_hw_counters_only() {
+    let root = fixture("rxe");
+    let r = read_rate(&root, "rxe0", 1).unwrap();
+    assert_eq!((r.gbps, r.text.as_str()), (10.0, "10 Gb/sec (1X FDR10)"));
+    let snap = snapshot_error_counters(&root, "rxe0", 1);
+    let keys: Vec<&str> = snap.counters.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "hw_counters/completer_retry_err",
+            "hw_counters/duplicate_request",
+            "hw_counters/link_downed",
+            "hw_counters/out_of_seq_request",
+            "hw_counters/rcvd_rnr_err",
+            "hw_counters/rcvd_seq_err",
+            "hw_counters/retry_exceeded_err",
+            "hw_counters/retry_rnr_exceeded_err",
+            "hw_counters/send_err",
+            "hw_counters/send_rnr_err",
+        ]
+    );
+}
+
+#[test]
+fn rxe_out_of_seq_request_rising_fails() {
+    let t = TempTree::copy_of("rxe");
+    let v = run(t.root(), "rxe0", ExpectRate::Auto, 9.5, 1, || {
+        set(t.root(), "rxe0", "hw_counters/out_of_seq_request", "4");
+    });
+    assert!(!v.pass);
+    assert_eq!(
+        v.reasons,
+        ["error counter hw_counters/out_of_seq_request rose 0 -> 4"]
+    );
+}
+
+#[test]
+fn rxe_traffic_counters_rising_are_ignored() {
+    let t = TempTree::copy_of("rxe");
+    let v = run(t.root(), "rxe0", ExpectRate::Auto, 9.5, 1, || {
+        for (name, value) in [
+            ("rdma_sends", "5000"),
+            ("rdma_recvs", "5000"),
+            ("sent_pkts", "9999999"),
+            ("rcvd_pkts", "9999999"),
+            ("ack_deferred", "77"),
+            ("lifespan", "11"),
+        ] {
+            set(t.root(), "rxe0", &format!("hw_counters/{name}"), value);
+        }
+    });
+    assert!(v.pass, "{v:?}");
+}
+
+#[test]
+fn na_no_pma_values_are_skipped() {
+    let root = fixture("old-kernel");
+    let snap = snapshot_error_counters(&root, "qib0", 1);
+    let keys: Vec<&str> = snap.counters.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["counters/port_rcv_errors", "counters/symbol_error"]);
+    assert_eq!(snap.counters["counters/port_rcv_errors"], 3);
+    let v = run(&root, "qib0", ExpectRate::Auto, 51.0, 1, || {});
+    assert!(v.pass, "{v:?}");
+}
+
+#[test]
+fn unreadable_and_garbled_counters_are_skipped() {
+    let t = TempTree::copy_of("ndr");
+    let port = port_dir(t.root(), "mlx5_0", 1);
+    // A counter that cannot be read as a file, and one that is not a number.
+    fs::remove_file(port.join("counters/symbol_error")).unwrap();
+    fs::create_dir(port.join("counters/symbol_error")).unwrap();
+    set(t.root(), "mlx5_0", "counters/link_downed", "garbage");
+    set(t.root(), "mlx5_0", "counters/port_rcv_errors", "-1");
+    let snap = snapshot_error_counters(t.root(), "mlx5_0", 1);
+    assert!(!snap.counters.contains_key("counters/symbol_error"));
+    assert!(!snap.counters.contains_key("counters/link_downed"));
+    assert!(!snap.counters.contains_key("counters/port_rcv_errors"));
+    assert!(snap.counters.contains_key("counters/VL15_dropped"));
+}
+
+#[test]
+fn missing_port_has_no_counters_and_a_rate_error_naming_the_file() {
+    let root = fixture("ndr");
+    assert!(
+        snapshot_error_counters(&root, "mlx5_0", 2)
+            .counters
+            .is_empty()
+    );
+    assert!(
+        snapshot_error_counters(&root, "nosuch", 1)
+            .counters
+            .is_empty()
+    );
+    let e = read_rate(&root, "mlx5_0", 2).unwrap_err();
+    assert!(matches!(e, LinkError::ReadRate { .. }));
+    let msg = e.to_string();
+    let path = port_dir(&root, "mlx5_0", 2).join("rate");
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+}
+
+#[test]
+fn unknown_rate_with_auto_fails() {
+    let t = TempTree::copy_of("ndr");
+    fs::remove_file(port_dir(t.root(), "mlx5_0", 1).join("rate")).unwrap();
+    let v = run(t.root(), "mlx5_0", ExpectRate::Auto, 381.2, 1, || {});
+    assert!(!v.pass);
+    assert_eq!(v.negotiated_gbps, None);
+    assert!(
+        v.reasons[0].contains("expected rate unknown"),
+        "{:?}",
+        v.reasons
+    );
+    // An explicit rate still gives a verdict.
+    let v = run(t.root(), "mlx5_0", ExpectRate::Gbps(400.0), 381.2, 1, || {});
+    assert!(v.pass, "{v:?}");
+}
+
+#[test]
+fn garbled_rate_file_error_names_file_and_text() {
+    let t = TempTree::copy_of("ndr");
+    set(t.root(), "mlx5_0", "rate", "fast");
+    let e = read_rate(t.root(), "mlx5_0", 1).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("\"fast\""), "{msg}");
+    let path = port_dir(t.root(), "mlx5_0", 1).join("rate");
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+}
+
+#[test]
+fn bidirectional_expects_twice_the_rate() {
+    let root = fixture("ndr");
+    let v = run(&root, "mlx5_0", ExpectRate::Auto, 700.0, 2, || {});
+    assert!(!v.pass);
+    assert_eq!(v.threshold_gbps, Some(720.0));
+    assert_eq!(v.reasons, ["measured 700.00 Gb/s < threshold 720.00 Gb/s"]);
+    assert!(
+        v.line().contains("(0.90 x 2 x 400 Gb/s expected;"),
+        "{}",
+        v.line()
+    );
+    let v = run(&root, "mlx5_0", ExpectRate::Auto, 762.4, 2, || {});
+    assert!(v.pass, "{v:?}");
+}
+
+#[test]
+fn verdict_serialises_for_json_reports() {
+    let v = run(
+        &fixture("hdr-2x"),
+        "mlx5_1",
+        ExpectRate::Gbps(200.0),
+        99.0,
+        1,
+        || {},
+    );
+    let json = serde_json::to_value(&v).unwrap();
+    assert_eq!(json["pass"], false);
+    assert_eq!(json["expected_gbps"], 200.0);
+    assert_eq!(json["negotiated_gbps"], 100.0);
+    assert_eq!(json["negotiated_text"], "100 Gb/sec (2X HDR)");
+    assert_eq!(json["reasons"].as_array().unwrap().len(), 2);
+    let rise = CounterRise {
+        name: "counters/symbol_error".into(),
+        before: 0,
+        after: 12,
+    };
+    assert_eq!(
+        serde_json::to_value(&rise).unwrap(),
+        serde_json::json!({"name": "counters/symbol_error", "before": 0, "after": 12})
+    );
+}
