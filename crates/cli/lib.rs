@@ -6,7 +6,11 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bw;
 pub mod inventory;
+pub mod oob;
+pub mod setup;
+pub mod write_bw;
 
 use std::fs::File;
 use std::io::{self, Write};

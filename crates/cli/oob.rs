@@ -1,0 +1,185 @@
+//! The out-of-band TCP channel between client and server: bounded connect,
+//! bounded reads, framed messages (`engine::wire`), and a heartbeat while a
+//! measured phase runs so a silent peer is told from a slow one.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use engine::wire::{self, Message, WireError};
+
+/// How often a side that is busy measuring tells its peer it is alive.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
+
+/// A connected channel with a bound on every read and write.
+#[derive(Debug)]
+pub struct Channel {
+    stream: TcpStream,
+    peer: SocketAddr,
+    timeout: Duration,
+}
+
+impl Channel {
+    /// Connects to `host:port`, trying each resolved address, each attempt
+    /// bounded by `timeout`.
+    ///
+    /// # Errors
+    /// When no address accepts within the bound; the message names the
+    /// server and the port.
+    pub fn connect(host: &str, port: u16, timeout: Duration) -> anyhow::Result<Self> {
+        let addrs: Vec<SocketAddr> = (host, port)
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve server {host:?}"))?
+            .collect();
+        let mut last = None;
+        for addr in &addrs {
+            match TcpStream::connect_timeout(addr, timeout) {
+                Ok(stream) => return Self::new(stream, timeout),
+                Err(e) => last = Some(e),
+            }
+        }
+        let why = last.map_or_else(|| "no address".to_owned(), |e| e.to_string());
+        bail!(
+            "cannot connect to {host}:{port} within {timeout:?}: {why} (is `write_bw` running as server there?)"
+        )
+    }
+
+    /// Listens on `bind:port` and accepts one client within `accept_timeout`.
+    ///
+    /// # Errors
+    /// When binding fails or no client comes in time.
+    pub fn accept(
+        bind: &str,
+        port: u16,
+        accept_timeout: Duration,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind((bind, port))
+            .with_context(|| format!("cannot listen on {bind}:{port}"))?;
+        listener.set_nonblocking(true)?;
+        let deadline = Instant::now() + accept_timeout;
+        loop {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    stream.set_nonblocking(false)?;
+                    return Self::new(stream, timeout);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        bail!(
+                            "no client connected to {bind}:{port} within {accept_timeout:?} (--accept-timeout)"
+                        );
+                    }
+                    thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(e).context("accepting a client"),
+            }
+        }
+    }
+
+    fn new(stream: TcpStream, timeout: Duration) -> anyhow::Result<Self> {
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        let peer = stream.peer_addr()?;
+        Ok(Self {
+            stream,
+            peer,
+            timeout,
+        })
+    }
+
+    /// The peer's address.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Sends one message.
+    ///
+    /// # Errors
+    /// When the peer is gone or does not take the bytes within the bound.
+    pub fn send(&mut self, msg: &Message) -> anyhow::Result<()> {
+        wire::write_message(&mut self.stream, msg)
+            .map_err(|e| self.describe(e, &format!("sending {}", msg.name())))
+    }
+
+    /// Receives the next message other than a heartbeat. Each read is
+    /// bounded by the timeout; heartbeats restart it.
+    ///
+    /// # Errors
+    /// Timeout, closed connection, a malformed frame, or an `Error`
+    /// message from the peer (its text is included).
+    pub fn recv(&mut self, waiting_for: &str) -> anyhow::Result<Message> {
+        loop {
+            match wire::read_message(&mut self.stream) {
+                Ok(Message::Heartbeat) => continue,
+                Ok(Message::Error { message }) => {
+                    bail!("peer {} reported an error: {message}", self.peer)
+                }
+                Ok(msg) => return Ok(msg),
+                Err(e) => return Err(self.describe(e, &format!("waiting for {waiting_for}"))),
+            }
+        }
+    }
+
+    fn describe(&self, e: WireError, doing: &str) -> anyhow::Error {
+        match e {
+            WireError::Timeout => anyhow!(
+                "timed out after {:?} {doing} from peer {} (--timeout)",
+                self.timeout,
+                self.peer
+            ),
+            WireError::Closed | WireError::Truncated => {
+                anyhow!("peer {} closed the connection while {doing}", self.peer)
+            }
+            other => anyhow::Error::new(other).context(format!("{doing} from peer {}", self.peer)),
+        }
+    }
+
+    /// Best effort: tells the peer why we stop. Errors are ignored, the
+    /// peer may already be gone.
+    pub fn send_error(&mut self, message: &str) {
+        let _ = wire::write_message(
+            &mut self.stream,
+            &Message::Error {
+                message: message.to_owned(),
+            },
+        );
+    }
+
+    /// Runs `work` while a background thread sends heartbeats every
+    /// [`HEARTBEAT_EVERY`]; the heartbeat thread is stopped and joined
+    /// before this returns, so no frame interleaves with the caller's next
+    /// message.
+    ///
+    /// # Errors
+    /// When the heartbeat socket cannot be cloned.
+    pub fn with_heartbeat<T>(&mut self, work: impl FnOnce() -> T) -> anyhow::Result<T> {
+        let mut beat = self
+            .stream
+            .try_clone()
+            .context("cloning the control socket")?;
+        let stop = AtomicBool::new(false);
+        let result = thread::scope(|s| {
+            s.spawn(|| {
+                let mut next = Instant::now() + HEARTBEAT_EVERY;
+                while !stop.load(Ordering::Relaxed) {
+                    if Instant::now() >= next {
+                        if wire::write_message(&mut beat, &Message::Heartbeat).is_err() {
+                            return;
+                        }
+                        next += HEARTBEAT_EVERY;
+                    }
+                    thread::sleep(Duration::from_millis(20));
+                }
+            });
+            let out = work();
+            stop.store(true, Ordering::Relaxed);
+            out
+        });
+        Ok(result)
+    }
+}

@@ -1,0 +1,639 @@
+//! `write_bw`: the command line, the client and server flows, output.
+
+use std::fs::File;
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use clap::Parser;
+use engine::bw::{BwResult, BwWriter, JsonLines, Table, Unit};
+use engine::config::{BwConfig, DEFAULT_PORT, DurationMode, parse_size, sweep_sizes};
+use engine::gid::to_perftest_string;
+use engine::link::{self, ExpectRate, LinkRate, Verdict, VerdictInput};
+use engine::wire::{Message, QpInfo, SideInfo};
+use verbs::Mtu;
+
+use crate::bw::BwSide;
+use crate::oob::Channel;
+use crate::setup::{Port, open_port};
+use crate::{DeviceArgs, UsageError};
+
+/// Exit code of a run whose link verdict is FAIL.
+pub const EXIT_VERDICT_FAIL: u8 = 3;
+
+fn size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s)
+}
+
+fn seconds_arg(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("{s:?} must be a positive number of seconds"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// RDMA WRITE bandwidth test (ib_write_bw equivalent). Run without SERVER
+/// on one host (the server), with SERVER on the other (the client). The
+/// client's flags configure both sides.
+#[derive(Debug, Parser)]
+#[command(name = "write_bw", version, about, long_about = None)]
+pub struct Cli {
+    /// Server to connect to; without it this side is the server.
+    #[arg(value_name = "SERVER")]
+    pub server: Option<String>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// GID index (default: chosen as perftest does: RoCE v2 and IPv4 first, link-local last).
+    #[arg(short = 'x', long = "gid-index", value_name = "INDEX")]
+    pub gid_index: Option<u32>,
+    /// TCP port of the out-of-band channel.
+    #[arg(short = 'p', long = "port", default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Address the server listens on.
+    #[arg(long = "bind", value_name = "ADDR", default_value = "0.0.0.0")]
+    pub bind: String,
+    /// Message size in bytes (suffixes K, M allowed).
+    #[arg(short = 's', long = "size", value_parser = size_arg)]
+    pub size: Option<u64>,
+    /// Run all sizes from 2 B to 8 MiB.
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+    /// Messages per QP per size.
+    #[arg(short = 'n', long = "iters")]
+    pub iters: Option<u64>,
+    /// Run for this many seconds per size instead of a count.
+    #[arg(short = 'D', long = "duration", value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Warm-up and cool-down margin of duration mode, seconds.
+    #[arg(short = 'f', long = "margin", default_value_t = 2.0)]
+    pub margin: f64,
+    /// Number of queue pairs.
+    #[arg(short = 'q', long = "qp", default_value_t = 1)]
+    pub qps: u32,
+    /// Worker threads the QPs are spread over.
+    #[arg(long = "threads", default_value_t = 1)]
+    pub threads: u32,
+    /// Send queue depth per QP.
+    #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
+    pub tx_depth: u32,
+    /// Request a completion every N work requests (default 100, 1 above 8 KiB, at most the tx depth).
+    #[arg(short = 'Q', long = "cq-mod")]
+    pub cq_mod: Option<u32>,
+    /// Work requests chained per post.
+    #[arg(short = 'l', long = "post-list", default_value_t = 1)]
+    pub post_list: u32,
+    /// Send messages up to this many bytes inline.
+    #[arg(short = 'I', long = "inline-size", default_value_t = 0)]
+    pub inline_size: u32,
+    /// Both sides write at once; reports the sum.
+    #[arg(short = 'b', long = "bidirectional")]
+    pub bidirectional: bool,
+    /// Path MTU in bytes (default: the smaller active MTU of both ports).
+    #[arg(short = 'm', long = "mtu")]
+    pub mtu: Option<u32>,
+    /// Report Gb/s (10^9 bit/s) instead of MiB/s.
+    #[arg(long = "report_gbits", visible_alias = "report-gbits")]
+    pub report_gbits: bool,
+    /// Add the CPU_Util[%] column (always in JSON).
+    #[arg(long = "cpu_util", visible_alias = "cpu-util")]
+    pub cpu_util: bool,
+    /// Bound on every wait for the peer, seconds.
+    #[arg(long = "timeout", value_name = "SECONDS", default_value = "15", value_parser = seconds_arg)]
+    pub timeout: Duration,
+    /// How long the server waits for a client, seconds.
+    #[arg(long = "accept-timeout", value_name = "SECONDS", default_value = "300", value_parser = seconds_arg)]
+    pub accept_timeout: Duration,
+    /// Most memory the server registers for a client's test.
+    #[arg(long = "max-mem", value_name = "BYTES", default_value = "1G", value_parser = size_arg)]
+    pub max_mem: u64,
+    /// Write JSON lines (one object per size) to FILE, or to stdout instead of the table with `-`.
+    #[arg(long = "json", value_name = "FILE|-")]
+    pub json: Option<String>,
+    /// Expected link rate: auto (the port's negotiated rate), 200, 400, or any Gb/s.
+    #[arg(long = "expect-rate", value_name = "auto|200|400|GBPS")]
+    pub expect_rate: Option<ExpectRate>,
+    /// Fraction of the expected rate the average bandwidth must reach.
+    #[arg(long = "min-efficiency", default_value = "0.9", value_parser = link::parse_efficiency)]
+    pub min_efficiency: f64,
+    /// Root of sysfs (for tests on fixture trees).
+    #[arg(long = "sysfs-root", default_value = "/sys", hide = true)]
+    pub sysfs_root: PathBuf,
+    /// List devices, their ports and GIDs, then exit.
+    #[arg(long = "list-devices")]
+    pub list_devices: bool,
+}
+
+impl Cli {
+    /// The test configuration the flags describe (client side).
+    ///
+    /// # Errors
+    /// A usage error naming the flag.
+    pub fn config(&self) -> anyhow::Result<BwConfig> {
+        if self.all && self.size.is_some() {
+            return Err(UsageError("-a/--all and -s/--size exclude each other".into()).into());
+        }
+        let sizes = if self.all {
+            sweep_sizes()
+        } else {
+            vec![self.size.unwrap_or(65536)]
+        };
+        let tx_depth = self.tx_depth;
+        // perftest: 100 by default, clamped to the tx depth; 1 for sizes
+        // above 8 KiB unless -a or an explicit -Q.
+        let cq_mod = match self.cq_mod {
+            Some(q) => q,
+            None if !self.all && sizes[0] > 8192 => 1,
+            None => 100.min(tx_depth.max(1)),
+        };
+        let cq_mod = if self.post_list > 1 && self.cq_mod.is_none() {
+            self.post_list.min(tx_depth.max(1))
+        } else {
+            cq_mod
+        };
+        let cfg = BwConfig {
+            sizes,
+            iters: self.iters.unwrap_or(5000),
+            duration: self.duration.map(|seconds| DurationMode {
+                seconds,
+                margin: self.margin,
+            }),
+            qps: self.qps,
+            threads: self.threads,
+            tx_depth,
+            cq_mod,
+            post_list: self.post_list,
+            inline_size: self.inline_size,
+            bidirectional: self.bidirectional,
+            mtu: self.mtu,
+        };
+        cfg.validate().map_err(|e| UsageError(e.to_string()))?;
+        Ok(cfg)
+    }
+}
+
+/// Entry point of the binary.
+///
+/// # Errors
+/// Usage errors (exit 2) and run failures (exit 1); a FAIL verdict is
+/// returned as `Ok(EXIT_VERDICT_FAIL)`.
+pub fn run(cli: &Cli) -> anyhow::Result<u8> {
+    if cli.list_devices {
+        crate::run_list(
+            &cli.device,
+            &crate::ListArgs {
+                list_devices: true,
+                json: cli.json.clone(),
+            },
+        )?;
+        return Ok(0);
+    }
+    match &cli.server {
+        Some(server) => run_client(cli, server),
+        None => run_server(cli),
+    }
+}
+
+struct Output {
+    table: Option<Table<io::Stdout>>,
+    json: Option<JsonLines<Box<dyn Write>>>,
+}
+
+impl Output {
+    fn open(cli: &Cli) -> anyhow::Result<Self> {
+        let unit = if cli.report_gbits {
+            Unit::Gbps
+        } else {
+            Unit::MibPerSec
+        };
+        let (table, json): (bool, Option<Box<dyn Write>>) = match cli.json.as_deref() {
+            None => (true, None),
+            Some("-") => (false, Some(Box::new(io::stdout()))),
+            Some(path) => {
+                let f = File::create(path)
+                    .with_context(|| format!("cannot create --json file {path:?}"))?;
+                (true, Some(Box::new(io::BufWriter::new(f))))
+            }
+        };
+        Ok(Self {
+            table: table.then(|| Table::new(io::stdout(), unit, cli.cpu_util)),
+            json: json.map(JsonLines::new),
+        })
+    }
+
+    fn begin(&mut self) -> io::Result<()> {
+        if let Some(t) = &mut self.table {
+            t.begin()?;
+        }
+        Ok(())
+    }
+
+    fn result(&mut self, r: &BwResult, ctx: &serde_json::Value) -> io::Result<()> {
+        if let Some(t) = &mut self.table {
+            t.result(r, ctx)?;
+        }
+        if let Some(j) = &mut self.json {
+            j.result(r, ctx)?;
+        }
+        Ok(())
+    }
+
+    fn end(&mut self) -> io::Result<()> {
+        if let Some(t) = &mut self.table {
+            t.end()?;
+        }
+        if let Some(j) = &mut self.json {
+            j.end()?;
+        }
+        Ok(())
+    }
+}
+
+fn banner(role: &str, cfg: &BwConfig, port: &Port, mtu: Mtu, local: &[QpInfo], remote: &[QpInfo]) {
+    let mut e = io::stderr().lock();
+    let line = engine::bw::RESULT_LINE;
+    let _ = writeln!(e, "{line}\n                    RDMA_Write BW Test ({role})");
+    let _ = writeln!(e, " Device          : {}", port.ctx.name());
+    let _ = writeln!(
+        e,
+        " Number of qps   : {}\t\tThreads        : {}",
+        cfg.qps, cfg.threads
+    );
+    let _ = writeln!(e, " Connection type : RC\t\tUsing SRQ      : OFF");
+    let _ = writeln!(e, " TX depth        : {}", cfg.tx_depth);
+    let _ = writeln!(e, " CQ Moderation   : {}", cfg.cq_mod);
+    let _ = writeln!(e, " Post list       : {}", cfg.post_list);
+    let _ = writeln!(e, " Mtu             : {}[B]", mtu.bytes());
+    let _ = writeln!(e, " Link type       : {}", port.attr.link_layer);
+    match port.gid_index {
+        Some(i) => {
+            let _ = writeln!(e, " GID index       : {i}");
+        }
+        None => {
+            let _ = writeln!(e, " GID index       : none");
+        }
+    }
+    let _ = writeln!(e, " Max inline data : {}[B]", cfg.inline_size);
+    let _ = writeln!(
+        e,
+        " Bidirectional   : {}",
+        if cfg.bidirectional { "ON" } else { "OFF" }
+    );
+    let _ = writeln!(e, "{line}");
+    for (label, qps) in [("local", local), ("remote", remote)] {
+        for q in qps {
+            let _ = writeln!(
+                e,
+                " {label} address: LID {:#06x} QPN {:#08x} PSN {:#08x} RKey {:#010x} VAddr {:#018x}",
+                q.lid, q.qpn, q.psn, q.rkey, q.addr
+            );
+            let _ = writeln!(e, " GID: {}", to_perftest_string(&q.gid));
+        }
+    }
+}
+
+fn context_json(
+    role: &str,
+    cfg: &BwConfig,
+    mtu: Mtu,
+    local: &SideInfo,
+    remote: &SideInfo,
+    peer: Option<&BwResult>,
+) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "role": role,
+        "config": cfg,
+        "direction": if cfg.bidirectional { "bidirectional" } else { "unidirectional" },
+        "mtu": mtu.bytes(),
+        "local": side_json(local),
+        "remote": side_json(remote),
+    });
+    if let Some(p) = peer {
+        v["peer_result"] = serde_json::to_value(p).unwrap_or_default();
+    }
+    v
+}
+
+fn side_json(s: &SideInfo) -> serde_json::Value {
+    serde_json::json!({
+        "device": s.device,
+        "port": s.port,
+        "gid_index": s.gid_index,
+        "gid": engine::gid::to_ipv6_string(&s.gid),
+        "mtu": s.mtu,
+        "link_layer": s.link_layer,
+        "rate": s.rate,
+    })
+}
+
+fn progress(msg: &str) {
+    if io::stderr().is_terminal() {
+        eprint!("\r{msg}\x1b[K");
+    }
+}
+
+fn expect_msg(got: Message, want: &str) -> anyhow::Error {
+    match got {
+        Message::Reject { reason } => anyhow!("the peer refused the test: {reason}"),
+        other => anyhow!("protocol error: expected {want}, got {}", other.name()),
+    }
+}
+
+struct LinkWatch {
+    expect: ExpectRate,
+    rate: Option<LinkRate>,
+    before: link::CounterSnapshot,
+}
+
+impl LinkWatch {
+    fn start(cli: &Cli, port: &Port) -> Option<Self> {
+        let expect = cli.expect_rate?;
+        let name = port.ctx.name();
+        Some(Self {
+            expect,
+            rate: link::read_rate(&cli.sysfs_root, name, port.port).ok(),
+            before: link::snapshot_error_counters(&cli.sysfs_root, name, port.port),
+        })
+    }
+
+    fn finish(self, cli: &Cli, port: &Port, best_gbps: f64, directions: u32) -> Verdict {
+        let after = link::snapshot_error_counters(&cli.sysfs_root, port.ctx.name(), port.port);
+        link::evaluate(&VerdictInput {
+            expect: self.expect,
+            negotiated: self.rate,
+            min_efficiency: cli.min_efficiency,
+            measured_gbps: best_gbps,
+            directions,
+            rises: link::rises(&self.before, &after),
+        })
+    }
+}
+
+fn sysfs_rate(cli: &Cli, port: &Port) -> Option<String> {
+    link::read_rate(&cli.sysfs_root, port.ctx.name(), port.port)
+        .ok()
+        .map(|r| r.text)
+}
+
+fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
+    let cfg = cli.config()?;
+    let port = open_port(
+        cli.device.ib_dev.as_deref(),
+        cli.device.ib_port,
+        cli.gid_index,
+    )?;
+    let mtu = port.mtu_for(cfg.mtu)?;
+    let watch = LinkWatch::start(cli, &port);
+    let local_side = port.side_info(sysfs_rate(cli, &port));
+    let mut side = BwSide::create(port, &cfg, true)?;
+    let local_qps = side.qp_infos()?;
+    let mut out = Output::open(cli)?;
+
+    let mut ch = Channel::connect(server, cli.port, cli.timeout)?;
+    let result = (|| -> anyhow::Result<u8> {
+        ch.send(&Message::Hello {
+            test: "write_bw".into(),
+            config: serde_json::to_value(&cfg)?,
+            side: SideInfo {
+                mtu: mtu.bytes(),
+                ..local_side.clone()
+            },
+            qps: local_qps.clone(),
+        })?;
+        let (remote_side, remote_qps, mtu) = match ch.recv("the server's answer")? {
+            Message::Accept { side, qps, mtu } => (side, qps, mtu),
+            other => return Err(expect_msg(other, "accept")),
+        };
+        let mtu =
+            Mtu::from_bytes(mtu).ok_or_else(|| anyhow!("server chose an invalid MTU {mtu}"))?;
+        side.connect(&remote_qps, mtu)?;
+        banner("client", &cfg, &side.port, mtu, &local_qps, &remote_qps);
+        out.begin()?;
+        let mut best_gbps: f64 = 0.0;
+        for (phase, &size) in cfg.sizes.iter().enumerate() {
+            let phase = phase as u32;
+            ch.send(&Message::Barrier { phase })?;
+            match ch.recv("the start barrier")? {
+                Message::Barrier { phase: p } if p == phase => {}
+                other => return Err(expect_msg(other, "barrier")),
+            }
+            progress(&format!("write_bw: {size} B ..."));
+            let measured = ch.with_heartbeat(|| side.run(&cfg, size, &remote_qps, cli.timeout))?;
+            let measured = match measured {
+                Ok(m) => m,
+                Err(e) => {
+                    ch.send_error(&format!("client failed: {e:#}"));
+                    return Err(e);
+                }
+            };
+            let mine = BwResult::from_measurement(&measured);
+            ch.send(&Message::Done {
+                phase,
+                result: Some(serde_json::to_value(mine)?),
+            })?;
+            let peer = match ch.recv("the end barrier")? {
+                Message::Done { phase: p, result } if p == phase => result,
+                other => return Err(expect_msg(other, "done")),
+            };
+            let peer: Option<BwResult> = match peer {
+                Some(v) if cfg.bidirectional => {
+                    Some(serde_json::from_value(v).context("server result")?)
+                }
+                _ => None,
+            };
+            let shown = peer.as_ref().map_or(mine, |p| mine.combined(p));
+            best_gbps = best_gbps.max(shown.bw_avg_gbps);
+            progress("");
+            let ctx = context_json(
+                "client",
+                &cfg,
+                mtu,
+                &local_side,
+                &remote_side,
+                peer.as_ref(),
+            );
+            out.result(&shown, &ctx)?;
+        }
+        out.end()?;
+        ch.send(&Message::Bye)?;
+        match ch.recv("goodbye")? {
+            Message::Bye => {}
+            other => return Err(expect_msg(other, "bye")),
+        }
+        if let Some(w) = watch {
+            let verdict = w.finish(
+                cli,
+                &side.port,
+                best_gbps,
+                if cfg.bidirectional { 2 } else { 1 },
+            );
+            if out.table.is_some() {
+                println!("{}", verdict.line());
+            } else {
+                eprintln!("{}", verdict.line());
+            }
+            if let Some(j) = &mut out.json {
+                j.line(&serde_json::json!({
+                    "schema_version": engine::bw::SCHEMA_VERSION,
+                    "kind": "verdict",
+                    "verdict": verdict,
+                }))?;
+            }
+            if !verdict.pass {
+                return Ok(EXIT_VERDICT_FAIL);
+            }
+        }
+        Ok(0)
+    })();
+    if let Err(e) = &result {
+        ch.send_error(&format!("{e:#}"));
+    }
+    result
+}
+
+fn run_server(cli: &Cli) -> anyhow::Result<u8> {
+    let port = open_port(
+        cli.device.ib_dev.as_deref(),
+        cli.device.ib_port,
+        cli.gid_index,
+    )?;
+    let local_side = port.side_info(sysfs_rate(cli, &port));
+    eprintln!(
+        "write_bw: server on {} port {} waiting for a client on {}:{}",
+        port.ctx.name(),
+        port.port,
+        cli.bind,
+        cli.port
+    );
+    let mut ch = Channel::accept(&cli.bind, cli.port, cli.accept_timeout, cli.timeout)?;
+    let result = serve(cli, &mut ch, port, &local_side);
+    if let Err(e) = &result {
+        ch.send_error(&format!("server failed: {e:#}"));
+    }
+    result
+}
+
+fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyhow::Result<u8> {
+    let (test, config, client_side, client_qps) = match ch.recv("the client's test")? {
+        Message::Hello {
+            test,
+            config,
+            side,
+            qps,
+        } => (test, config, side, qps),
+        other => return Err(expect_msg(other, "hello")),
+    };
+    let reject = |ch: &mut Channel, reason: String| -> anyhow::Error {
+        let _ = ch.send(&Message::Reject {
+            reason: reason.clone(),
+        });
+        anyhow!("refused the client's test: {reason}")
+    };
+    if test != "write_bw" {
+        return Err(reject(
+            ch,
+            format!("this server runs write_bw, the client asked for {test:?}"),
+        ));
+    }
+    let cfg: BwConfig = match serde_json::from_value(config) {
+        Ok(c) => c,
+        Err(e) => return Err(reject(ch, format!("malformed configuration: {e}"))),
+    };
+    if let Err(e) = cfg.validate() {
+        return Err(reject(ch, format!("invalid configuration: {e}")));
+    }
+    let need = cfg.memory_needed(cfg.bidirectional);
+    if need > cli.max_mem {
+        return Err(reject(
+            ch,
+            format!(
+                "the test needs {need} bytes of registered memory on the server, above its --max-mem {}",
+                cli.max_mem
+            ),
+        ));
+    }
+    let ours = port.attr.active_mtu;
+    let theirs = Mtu::from_bytes(client_side.mtu).unwrap_or(Mtu::Mtu256);
+    if let Some(req) = cfg.mtu {
+        if req > ours.bytes() {
+            return Err(reject(
+                ch,
+                format!("-m/--mtu {req} exceeds the server's active MTU {ours}"),
+            ));
+        }
+    }
+    let mtu = ours.min(theirs);
+    let mut side = match BwSide::create(port, &cfg, cfg.bidirectional) {
+        Ok(s) => s,
+        Err(e) => return Err(reject(ch, format!("server cannot set up the test: {e:#}"))),
+    };
+    let local_qps = side.qp_infos()?;
+    if let Err(e) = side.connect(&client_qps, mtu) {
+        return Err(reject(ch, format!("server cannot connect its QPs: {e:#}")));
+    }
+    ch.send(&Message::Accept {
+        side: SideInfo {
+            mtu: mtu.bytes(),
+            ..local_side.clone()
+        },
+        qps: local_qps.clone(),
+        mtu: mtu.bytes(),
+    })?;
+    banner("server", &cfg, &side.port, mtu, &local_qps, &client_qps);
+    let mut out = Output::open(cli)?;
+    out.begin()?;
+    let mut phase = 0u32;
+    loop {
+        match ch.recv("the next phase")? {
+            Message::Barrier { phase: p } if p == phase => ch.send(&Message::Barrier { phase })?,
+            Message::Bye => {
+                ch.send(&Message::Bye)?;
+                break;
+            }
+            other => return Err(expect_msg(other, "barrier")),
+        }
+        let size = *cfg.sizes.get(phase as usize).ok_or_else(|| {
+            anyhow!(
+                "client started phase {phase} of a {}-size test",
+                cfg.sizes.len()
+            )
+        })?;
+        let mine = if cfg.bidirectional {
+            let measured =
+                ch.with_heartbeat(|| side.run(&cfg, size, &client_qps, cli.timeout))??;
+            Some(BwResult::from_measurement(&measured))
+        } else {
+            None
+        };
+        let client_result: BwResult = match ch.recv("the client's result")? {
+            Message::Done {
+                phase: p,
+                result: Some(v),
+            } if p == phase => serde_json::from_value(v).context("client result")?,
+            other => return Err(expect_msg(other, "done")),
+        };
+        ch.send(&Message::Done {
+            phase,
+            result: mine.map(serde_json::to_value).transpose()?,
+        })?;
+        let shown = mine.map_or(client_result, |m| m.combined(&client_result));
+        let ctx = context_json(
+            "server",
+            &cfg,
+            mtu,
+            local_side,
+            &client_side,
+            Some(&client_result),
+        );
+        out.result(&shown, &ctx)?;
+        phase += 1;
+    }
+    out.end()?;
+    if phase as usize != cfg.sizes.len() {
+        bail!("client ended after {phase} of {} sizes", cfg.sizes.len());
+    }
+    Ok(0)
+}
