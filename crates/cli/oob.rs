@@ -23,8 +23,9 @@ pub struct Channel {
 }
 
 impl Channel {
-    /// Connects to `host:port`, trying each resolved address, each attempt
-    /// bounded by `timeout`.
+    /// Connects to `host:port`, trying each resolved address and retrying
+    /// refused connections (the server may start a moment later) until
+    /// `timeout` has passed.
     ///
     /// # Errors
     /// When no address accepts within the bound; the message names the
@@ -34,17 +35,30 @@ impl Channel {
             .to_socket_addrs()
             .with_context(|| format!("cannot resolve server {host:?}"))?
             .collect();
-        let mut last = None;
-        for addr in &addrs {
-            match TcpStream::connect_timeout(addr, timeout) {
-                Ok(stream) => return Self::new(stream, timeout),
-                Err(e) => last = Some(e),
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut last = None;
+            for addr in &addrs {
+                let left = deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(10));
+                match TcpStream::connect_timeout(addr, left) {
+                    Ok(stream) => return Self::new(stream, timeout),
+                    Err(e) => last = Some(e),
+                }
             }
+            let refused = last
+                .as_ref()
+                .is_some_and(|e| e.kind() == io::ErrorKind::ConnectionRefused);
+            if !refused || Instant::now() + Duration::from_millis(100) >= deadline {
+                let why = last.map_or_else(|| "no address".to_owned(), |e| e.to_string());
+                bail!(
+                    "cannot connect to {host}:{port} within {timeout:?} (--timeout): {why} \
+                     (is `write_bw` running as server there?)"
+                );
+            }
+            thread::sleep(Duration::from_millis(100));
         }
-        let why = last.map_or_else(|| "no address".to_owned(), |e| e.to_string());
-        bail!(
-            "cannot connect to {host}:{port} within {timeout:?}: {why} (is `write_bw` running as server there?)"
-        )
     }
 
     /// Listens on `bind:port` and accepts one client within `accept_timeout`.

@@ -495,6 +495,21 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
 }
 
 fn run_server(cli: &Cli) -> anyhow::Result<u8> {
+    let test_flags = cli.size.is_some()
+        || cli.all
+        || cli.iters.is_some()
+        || cli.duration.is_some()
+        || cli.qps != 1
+        || cli.threads != 1
+        || cli.cq_mod.is_some()
+        || cli.bidirectional
+        || cli.mtu.is_some()
+        || cli.expect_rate.is_some();
+    if test_flags {
+        eprintln!(
+            "write_bw: warning: test flags on the server are ignored; the client's configuration is used"
+        );
+    }
     let port = open_port(
         cli.device.ib_dev.as_deref(),
         cli.device.ib_port,

@@ -1,0 +1,530 @@
+//! `write_bw` end to end: server and client as two processes on one RDMA
+//! device (soft-RoCE inside the VM), as a user runs them.
+//!
+//! Every test needs `RDMAPERF_TEST_DEVICE` and is `#[ignore]`d for plain
+//! `cargo test`; `scripts/test` runs them in the VM. Every wait is bounded:
+//! a hung binary fails the test instead of hanging it.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Child, Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::test_device;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_write_bw")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Waits for a child with a bound; kills it and panics when it is exceeded.
+fn wait_bounded(mut child: Child, limit: Duration, what: &str) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{what} did not exit within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn write_bw")
+}
+
+/// `--timeout 10` unless the test sets its own.
+fn with_default_timeout<'a>(mut args: Vec<&'a str>, extra: &[&'a str]) -> Vec<&'a str> {
+    if !extra.contains(&"--timeout") {
+        args.extend_from_slice(&["--timeout", "10"]);
+    }
+    args.extend_from_slice(extra);
+    args
+}
+
+fn server(dev: &str, port: u16, extra: &[&str]) -> Child {
+    let port = port.to_string();
+    let base = vec![
+        "-d",
+        dev,
+        "--bind",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--accept-timeout",
+        "30",
+    ];
+    spawn(&with_default_timeout(base, extra))
+}
+
+fn client(dev: &str, port: u16, extra: &[&str]) -> Child {
+    let port = port.to_string();
+    let mut args = with_default_timeout(vec!["-d", dev, "-p", &port], extra);
+    args.push("127.0.0.1");
+    spawn(&args)
+}
+
+/// Runs a server and a client with `args` (the server gets `server_extra`
+/// only: it takes the test from the client) and returns both outputs.
+fn pair(args: &[&str], server_extra: &[&str]) -> (Output, Output) {
+    let dev = test_device();
+    let port = free_port();
+    let s = server(&dev, port, server_extra);
+    let c = client(&dev, port, args);
+    let c = wait_bounded(c, Duration::from_secs(120), "client");
+    let s = wait_bounded(s, Duration::from_secs(30), "server");
+    (s, c)
+}
+
+fn assert_ok(out: &Output, who: &str) {
+    assert!(
+        out.status.success(),
+        "{who} failed ({:?})\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// The table rows: (bytes, iterations, peak, average, msg rate).
+fn rows(stdout: &str) -> Vec<(u64, u64, f64, f64, f64)> {
+    let mut lines = stdout.lines();
+    assert!(
+        lines.any(|l| l.starts_with(" #bytes     #iterations    BW peak[")),
+        "no perftest header in:\n{stdout}"
+    );
+    stdout
+        .lines()
+        .filter(|l| l.starts_with(' ') && l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+                f[3].parse().unwrap(),
+                f[4].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn default_run_prints_the_perftest_table_on_both_sides() {
+    let (s, c) = pair(&["-n", "500"], &[]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let out = text(&c.stdout);
+    assert!(out.contains(
+        " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]"
+    ));
+    let r = rows(&out);
+    assert_eq!(r.len(), 1, "{out}");
+    let (bytes, iters, peak, avg, rate) = r[0];
+    assert_eq!((bytes, iters), (65536, 500));
+    assert!(avg > 0.0 && peak >= avg, "peak {peak} avg {avg}");
+    // MsgRate and BW agree: avg MiB/s = rate Mpps × size / 2^20.
+    let derived = rate * 1e6 * 65536.0 / 1048576.0;
+    assert!(
+        (derived - avg).abs() / avg < 0.01,
+        "rate {rate} vs avg {avg}"
+    );
+    // The server prints the same row; its stderr carries the banner.
+    assert_eq!(rows(&text(&s.stdout)), r);
+    assert!(text(&c.stderr).contains("RDMA_Write BW Test"));
+    assert!(!out.contains("RDMA_Write BW Test"), "banner on stdout");
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn all_sizes_sweep_from_2_bytes_to_8_mib() {
+    let (s, c) = pair(&["-a", "-n", "5"], &[]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let r = rows(&text(&c.stdout));
+    let sizes: Vec<u64> = r.iter().map(|x| x.0).collect();
+    assert_eq!(sizes, (1..=23).map(|i| 1u64 << i).collect::<Vec<_>>());
+    // 5 × 2 B may round to 0.00 MiB/s; the message rate is always there.
+    assert!(
+        r.iter().all(|x| x.1 == 5 && x.3 >= 0.0 && x.4 > 0.0),
+        "{r:?}"
+    );
+    assert!(r.last().unwrap().3 > 0.0);
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn four_qps_over_two_threads() {
+    let (s, c) = pair(
+        &[
+            "-q",
+            "4",
+            "-t",
+            "64",
+            "--threads",
+            "2",
+            "-s",
+            "4096",
+            "-n",
+            "1000",
+            "--json",
+            "-",
+        ],
+        &[],
+    );
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let v: serde_json::Value =
+        serde_json::from_str(text(&c.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(v["config"]["qps"], 4);
+    assert_eq!(v["config"]["threads"], 2);
+    assert_eq!(v["config"]["tx_depth"], 64);
+    assert_eq!(v["result"]["messages"], 4000, "every QP's messages counted");
+    assert!(v["result"]["bw_avg_mib_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn duration_mode_measures_between_the_margins() {
+    let start = Instant::now();
+    let (s, c) = pair(&["-D", "3", "-f", "1", "-s", "4096", "--json", "-"], &[]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    assert!(start.elapsed() >= Duration::from_secs(3));
+    let v: serde_json::Value =
+        serde_json::from_str(text(&c.stdout).lines().next().unwrap()).unwrap();
+    let r = &v["result"];
+    let elapsed = r["elapsed_s"].as_f64().unwrap();
+    assert!(
+        (0.8..1.5).contains(&elapsed),
+        "sampled span {elapsed}s, expected about D - 2f = 1s"
+    );
+    assert!(r["messages"].as_u64().unwrap() > 0);
+    assert!(r["bw_avg_mib_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["config"]["duration"]["seconds"], 3.0);
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn bidirectional_sums_both_directions() {
+    let (s, c) = pair(&["-b", "-s", "16384", "-n", "300", "--json", "-"], &[]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let v: serde_json::Value =
+        serde_json::from_str(text(&c.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(v["direction"], "bidirectional");
+    let total = v["result"]["bw_avg_mib_s"].as_f64().unwrap();
+    let peer = v["peer_result"]["bw_avg_mib_s"].as_f64().unwrap();
+    assert!(peer > 0.0 && total > peer, "total {total} peer {peer}");
+    assert_eq!(v["result"]["messages"], 600, "both sides' messages");
+    let srv = rows(&text(&s.stdout));
+    assert_eq!(srv.len(), 1);
+    assert!(
+        (srv[0].3 - total).abs() / total < 0.01,
+        "server shows {} vs client {total}",
+        srv[0].3
+    );
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn json_lines_carry_schema_configuration_sides_and_both_units() {
+    let dev = test_device();
+    let file = std::env::temp_dir().join(format!("rdmaperf-srv-{}.json", std::process::id()));
+    let f = file.to_str().unwrap();
+    let (s, c) = pair(
+        &["-s", "1024", "-n", "200", "-q", "2", "--json", "-"],
+        &["--json", f],
+    );
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let stdout = text(&c.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "only JSON on stdout with --json -: {stdout}"
+    );
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["kind"], "write_bw");
+    assert_eq!(v["role"], "client");
+    assert_eq!(v["config"]["sizes"], serde_json::json!([1024]));
+    assert_eq!(v["config"]["iters"], 200);
+    assert_eq!(v["config"]["qps"], 2);
+    assert_eq!(v["config"]["bidirectional"], false);
+    for side in ["local", "remote"] {
+        assert_eq!(v[side]["device"], dev.as_str());
+        assert_eq!(v[side]["port"], 1);
+        assert!(v[side]["gid"].as_str().unwrap().contains(':'));
+        assert!(v[side]["mtu"].as_u64().unwrap() >= 256);
+    }
+    assert_eq!(v["mtu"], v["local"]["mtu"]);
+    let r = &v["result"];
+    assert_eq!(r["bytes"], 1024);
+    assert_eq!(r["iterations"], 200);
+    assert_eq!(r["messages"], 400);
+    let mib = r["bw_avg_mib_s"].as_f64().unwrap();
+    let gbps = r["bw_avg_gbps"].as_f64().unwrap();
+    assert!((mib * 1048576.0 * 8.0 / 1e9 - gbps).abs() < 1e-9 * gbps.max(1.0));
+    assert!(r["bw_peak_mib_s"].as_f64().unwrap() >= mib);
+    assert!(r["msg_rate_mpps"].as_f64().unwrap() > 0.0);
+    assert!(r["cpu_util_pct"].as_f64().unwrap() >= 0.0);
+    assert!(r["elapsed_s"].as_f64().unwrap() > 0.0);
+    // The server wrote its own JSON line and its table.
+    let srv: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&file).unwrap().trim()).unwrap();
+    std::fs::remove_file(&file).ok();
+    assert_eq!(srv["role"], "server");
+    assert_eq!(srv["result"]["bytes"], 1024);
+    assert_eq!(rows(&text(&s.stdout)).len(), 1);
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn report_gbits_switches_the_unit() {
+    let (s, c) = pair(&["-n", "200", "--report_gbits", "--cpu_util"], &[]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let out = text(&c.stdout);
+    assert!(
+        out.contains("BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]    CPU_Util[%]"),
+        "{out}"
+    );
+    let r = rows(&out);
+    // 200 × 64 KiB at a few tens of MiB/s is a fraction of a Gb/s.
+    assert!(r[0].3 > 0.0 && r[0].3 < 100.0);
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn client_fails_within_the_timeout_when_nothing_listens() {
+    let dev = test_device();
+    let start = Instant::now();
+    let c = client(&dev, free_port(), &["--timeout", "2", "-n", "100"]);
+    let out = wait_bounded(c, Duration::from_secs(20), "client");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert!(
+        text(&out.stderr).contains("cannot connect"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn client_exits_nonzero_within_the_timeout_when_the_server_dies_mid_run() {
+    let dev = test_device();
+    let port = free_port();
+    let mut s = server(&dev, port, &[]);
+    let c = client(&dev, port, &["-n", "1000000", "--timeout", "4"]);
+    thread::sleep(Duration::from_secs(4));
+    s.kill().unwrap();
+    let killed = Instant::now();
+    s.wait().unwrap();
+    let out = wait_bounded(c, Duration::from_secs(30), "client");
+    assert!(
+        !out.status.success(),
+        "client succeeded against a dead server"
+    );
+    assert!(
+        killed.elapsed() < Duration::from_secs(15),
+        "client took {:?}",
+        killed.elapsed()
+    );
+    assert!(text(&out.stderr).contains("error"), "{}", text(&out.stderr));
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn client_rejects_a_garbage_or_old_version_server_clearly() {
+    let dev = test_device();
+    // A peer speaking perftest's ASCII key exchange.
+    let replies: [(&[u8], &str); 2] = [
+        (
+            b"0000:0000:000011:a3b4c5:000002a5:00005586edf1f000:",
+            "perftest",
+        ),
+        (
+            &[b'R', b'D', b'P', b'F', 0, 0, 2, 0, 0, 0, 0, 2, b'{', b'}'],
+            "version 0",
+        ),
+    ];
+    for (reply, expect) in replies {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let reply = reply.to_vec();
+        listener.set_nonblocking(true).unwrap();
+        let fake = thread::spawn(move || {
+            // Bounded accept: a client that never connects fails the test
+            // below instead of hanging this thread.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let mut sock = loop {
+                match listener.accept() {
+                    Ok((sock, _)) => break sock,
+                    Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+                    Err(e) => panic!("the client never connected: {e}"),
+                }
+            };
+            sock.set_nonblocking(false).unwrap();
+            let mut hello = [0u8; 12];
+            let _ = sock.read_exact(&mut hello);
+            let _ = sock.write_all(&reply);
+            thread::sleep(Duration::from_secs(3));
+        });
+        let c = client(&dev, port, &["--timeout", "5", "-n", "100"]);
+        let out = wait_bounded(c, Duration::from_secs(30), "client");
+        fake.join().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains(expect), "expected {expect:?} in: {err}");
+    }
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn server_rejects_garbage_and_oversized_tests_and_says_why() {
+    let dev = test_device();
+    // Garbage from a "client".
+    let port = free_port();
+    let s = server(&dev, port, &["--timeout", "3"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut sock = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(e) if Instant::now() > deadline => panic!("server never listened: {e}"),
+            Err(_) => thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    sock.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    let out = wait_bounded(s, Duration::from_secs(20), "server");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("magic"), "{}", text(&out.stderr));
+
+    // A test above the server's memory cap is refused before registering.
+    let (s, c) = pair(&["-q", "4", "-s", "1M", "-n", "5"], &["--max-mem", "1M"]);
+    assert_eq!(c.status.code(), Some(1));
+    assert_eq!(s.status.code(), Some(1));
+    let err = text(&c.stderr);
+    assert!(
+        err.contains("--max-mem") && err.contains("refused"),
+        "{err}"
+    );
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn each_bad_flag_exits_2_naming_it_before_any_traffic() {
+    let dev = test_device();
+    let port = free_port().to_string();
+    let cases: &[(&[&str], &str)] = &[
+        (&["-s", "0"], "--size"),
+        (&["-s", "9M"], "--size"),
+        (&["-t", "0"], "--tx-depth"),
+        (&["-t", "64", "-Q", "100"], "--cq-mod"),
+        (&["-I", "100000"], "--inline-size"),
+        (&["-q", "2", "--threads", "3"], "--threads"),
+        (&["-D", "4", "-f", "2"], "--duration"),
+        (&["-n", "3"], "--iters"),
+        (&["-m", "1500"], "--mtu"),
+        (&["-m", "4096"], "--mtu"),
+        (&["-x", "99"], "--gid-index"),
+        (&["-i", "5"], "--ib-port"),
+        (&["--expect-rate", "fast"], "--expect-rate"),
+        (&["--min-efficiency", "1.5"], "--min-efficiency"),
+        (&["-s", "12Q"], "--size"),
+    ];
+    for (args, flag) in cases {
+        let mut all = vec!["-d", dev.as_str(), "-p", &port, "--timeout", "2"];
+        all.extend_from_slice(args);
+        all.push("127.0.0.1");
+        let out = wait_bounded(spawn(&all), Duration::from_secs(20), "client");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: expected {flag} in {err}");
+        assert!(out.stdout.is_empty(), "{args:?} printed results");
+        assert!(
+            !err.contains("cannot connect"),
+            "{args:?} tried to connect: {err}"
+        );
+    }
+    let out = wait_bounded(
+        spawn(&["-d", "nosuch0", "-p", &port, "127.0.0.1"]),
+        Duration::from_secs(20),
+        "client",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("nosuch0") && err.contains(&dev), "{err}");
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn expect_rate_verdicts_pass_and_fail() {
+    // rxe reports 10 Gb/s (1X FDR10) and moves well under 1 Gb/s here.
+    let (s, c) = pair(
+        &[
+            "-n",
+            "300",
+            "--expect-rate",
+            "0.001",
+            "--min-efficiency",
+            "0.5",
+        ],
+        &[],
+    );
+    assert_ok(&s, "server");
+    assert_eq!(c.status.code(), Some(0), "{}", text(&c.stderr));
+    let out = text(&c.stdout);
+    assert!(out.lines().any(|l| l.starts_with("verdict: PASS")), "{out}");
+
+    let (_, c) = pair(&["-n", "300", "--expect-rate", "auto"], &[]);
+    assert_eq!(c.status.code(), Some(3), "{}", text(&c.stderr));
+    let out = text(&c.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("verdict: FAIL"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("threshold 9.00"), "{line}");
+
+    let (_, c) = pair(&["-n", "300", "--expect-rate", "400", "--json", "-"], &[]);
+    assert_eq!(c.status.code(), Some(3));
+    let verdict = text(&c.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["kind"] == "verdict")
+        .expect("verdict JSON line");
+    assert_eq!(verdict["verdict"]["pass"], false);
+    let reasons = verdict["verdict"]["reasons"].to_string();
+    assert!(reasons.contains("trained down"), "{reasons}");
+}
