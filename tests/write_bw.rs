@@ -491,7 +491,17 @@ fn each_bad_flag_exits_2_naming_it_before_any_traffic() {
 #[test]
 #[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
 fn expect_rate_verdicts_pass_and_fail() {
-    // rxe reports 10 Gb/s (1X FDR10) and moves well under 1 Gb/s here.
+    // PASS path: real traffic, judged against a sysfs tree whose counters
+    // stay still. (On the emulated link rxe retransmits — its
+    // completer_retry_err and duplicate_request counters rise — so the
+    // real tree rightly fails every verdict; see the FAIL cases below.)
+    let dev = test_device();
+    let root = std::env::temp_dir().join(format!("rdmaperf-sysfs-{}", std::process::id()));
+    let port_dir = root.join("class/infiniband").join(&dev).join("ports/1");
+    std::fs::create_dir_all(port_dir.join("hw_counters")).unwrap();
+    std::fs::write(port_dir.join("rate"), "10 Gb/sec (1X FDR10)\n").unwrap();
+    std::fs::write(port_dir.join("hw_counters/out_of_seq_request"), "0\n").unwrap();
+    let root_arg = root.to_str().unwrap();
     let (s, c) = pair(
         &[
             "-n",
@@ -500,17 +510,25 @@ fn expect_rate_verdicts_pass_and_fail() {
             "0.001",
             "--min-efficiency",
             "0.5",
+            "--sysfs-root",
+            root_arg,
         ],
         &[],
     );
+    std::fs::remove_dir_all(&root).ok();
     assert_ok(&s, "server");
-    assert_eq!(c.status.code(), Some(0), "{}", text(&c.stderr));
     let out = text(&c.stdout);
-    assert!(out.lines().any(|l| l.starts_with("verdict: PASS")), "{out}");
+    assert_eq!(c.status.code(), Some(0), "{out}{}", text(&c.stderr));
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("verdict: PASS"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("negotiated 10 Gb/sec (1X FDR10)"), "{line}");
 
+    // FAIL paths on the real sysfs tree.
     let (_, c) = pair(&["-n", "300", "--expect-rate", "auto"], &[]);
-    assert_eq!(c.status.code(), Some(3), "{}", text(&c.stderr));
     let out = text(&c.stdout);
+    assert_eq!(c.status.code(), Some(3), "{out}{}", text(&c.stderr));
     let line = out
         .lines()
         .find(|l| l.starts_with("verdict: FAIL"))
