@@ -17,8 +17,8 @@ use engine::bw::{Measurement, Sample, peak_rate};
 use engine::config::{BwConfig, ring_offset};
 use engine::wire::QpInfo;
 use verbs::{
-    AccessFlags, BoundQueuePair, CompletionQueue, ConnectOptions, Endpoint, Gid, LocalSge,
-    MemoryRegion, Mtu, QueuePair, QueuePairCaps, RdmaWrite, WcStatus, WorkCompletion, WriteBatch,
+    AccessFlags, BoundQueuePair, CompletionQueue, ConnectOptions, Endpoint, Gid, LocalSge, Mtu,
+    QueuePair, QueuePairCaps, RdmaWrite, WcStatus, WorkCompletion, WriteBatch,
 };
 
 use crate::UsageError;
@@ -42,7 +42,9 @@ pub struct BwSide {
     /// and source area `q`.
     pub qps: Vec<BoundQueuePair>,
     cqs: Vec<CompletionQueue>,
-    mr: Arc<MemoryRegion>,
+    mr_addr: u64,
+    lkey: u32,
+    rkey: u32,
     psns: Vec<u32>,
     area: u64,
     qp_count: u64,
@@ -65,6 +67,48 @@ fn random_psns(n: usize) -> Vec<u32> {
         .collect()
 }
 
+/// What a side creates: QPs spread over threads (one CQ each), their
+/// queue sizes, and the per-QP memory areas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Queue pairs.
+    pub qps: u32,
+    /// Worker threads (one CQ each).
+    pub threads: u32,
+    /// Send queue depth per QP.
+    pub tx_depth: u32,
+    /// Inline limit requested per QP.
+    pub inline_size: u32,
+    /// Bytes of each per-QP area.
+    pub area: u64,
+    /// Whether this side sends (then it also has a source area per QP).
+    pub sends: bool,
+}
+
+impl Layout {
+    /// The layout of a bandwidth test.
+    pub fn for_bw(cfg: &BwConfig, sends: bool) -> Self {
+        Self {
+            qps: cfg.qps,
+            threads: cfg.threads,
+            tx_depth: cfg.tx_depth,
+            inline_size: cfg.inline_size,
+            area: cfg.buffer_per_qp(),
+            sends,
+        }
+    }
+
+    /// Bytes registered: a target area per QP, plus a source area per QP
+    /// when sending.
+    pub fn memory(&self) -> u64 {
+        engine::config::memory_for(self.area, self.qps, self.sends)
+    }
+
+    fn qps_of_thread(&self, t: u32) -> std::ops::Range<u32> {
+        engine::config::share(self.qps, self.threads, t)
+    }
+}
+
 impl BwSide {
     /// Registers memory and creates CQs and QPs for `cfg`.
     ///
@@ -72,10 +116,10 @@ impl BwSide {
     /// A usage error naming `-I/--inline-size` when the device refuses the
     /// inline size, or `-t/--tx-depth` when the CQ would be too deep;
     /// device errors otherwise.
-    pub fn create(port: Port, cfg: &BwConfig, sends: bool) -> anyhow::Result<Self> {
+    pub fn create(port: Port, cfg: &Layout) -> anyhow::Result<Self> {
         let dev = port.ctx.query_device()?;
         let pd = port.ctx.alloc_pd()?;
-        let bytes = cfg.memory_needed(sends);
+        let bytes = cfg.memory();
         let len = usize::try_from(bytes).context("memory size")?;
         let mr = Arc::new(
             pd.allocate(len, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)
@@ -132,10 +176,12 @@ impl BwSide {
         }
         Ok(Self {
             psns: random_psns(qps.len()),
+            mr_addr: mr.addr(),
+            lkey: mr.lkey(),
+            rkey: mr.rkey(),
             qps,
             cqs,
-            mr,
-            area: cfg.buffer_per_qp(),
+            area: cfg.area,
             qp_count: u64::from(cfg.qps),
             port,
         })
@@ -155,8 +201,8 @@ impl BwSide {
                     psn: ep.psn,
                     lid: ep.lid,
                     gid: ep.gid.0,
-                    rkey: self.mr.rkey(),
-                    addr: self.mr.addr() + q as u64 * self.area,
+                    rkey: self.rkey,
+                    addr: self.target(q),
                     len: self.area,
                 })
             })
@@ -206,8 +252,23 @@ impl BwSide {
     }
 
     /// Local address of QP `q`'s source area.
-    fn source(&self, q: usize) -> u64 {
-        self.mr.addr() + (self.qp_count + q as u64) * self.area
+    pub fn source(&self, q: usize) -> u64 {
+        self.mr_addr + (self.qp_count + q as u64) * self.area
+    }
+
+    /// Local address of QP `q`'s target area (where the peer writes).
+    pub fn target(&self, q: usize) -> u64 {
+        self.mr_addr + q as u64 * self.area
+    }
+
+    /// Local key of the memory region.
+    pub fn lkey(&self) -> u32 {
+        self.lkey
+    }
+
+    /// The CQ of thread `t`.
+    pub fn cq(&self, t: usize) -> &CompletionQueue {
+        &self.cqs[t]
     }
 
     /// Measures one message size: every worker thread drives its QPs,
@@ -237,7 +298,7 @@ impl BwSide {
                             cq: &self.cqs[t as usize],
                             sources: (lo..hi).map(|q| self.source(q)).collect(),
                             remote: &remote[lo..hi],
-                            lkey: self.mr.lkey(),
+                            lkey: self.lkey,
                         };
                         worker.run(cfg, size, timeout, start)
                     })

@@ -14,7 +14,7 @@ use engine::link::{self, ExpectRate, LinkRate, Verdict, VerdictInput};
 use engine::wire::{Message, QpInfo, SideInfo};
 use verbs::Mtu;
 
-use crate::bw::BwSide;
+use crate::bw::{BwSide, Layout};
 use crate::oob::Channel;
 use crate::setup::{Port, open_port};
 use crate::{DeviceArgs, UsageError};
@@ -388,7 +388,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
     let mtu = port.mtu_for(cfg.mtu)?;
     let watch = LinkWatch::start(cli, &port);
     let local_side = port.side_info(sysfs_rate(cli, &port));
-    let mut side = BwSide::create(port, &cfg, true)?;
+    let mut side = BwSide::create(port, &Layout::for_bw(&cfg, true))?;
     let local_qps = side.qp_infos()?;
     let mut out = Output::open(cli)?;
 
@@ -581,7 +581,7 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
         }
     }
     let mtu = ours.min(theirs);
-    let mut side = match BwSide::create(port, &cfg, cfg.bidirectional) {
+    let mut side = match BwSide::create(port, &Layout::for_bw(&cfg, cfg.bidirectional)) {
         Ok(s) => s,
         Err(e) => return Err(reject(ch, format!("server cannot set up the test: {e:#}"))),
     };

@@ -236,23 +236,34 @@ impl BwConfig {
         self.max_size().max(RING_BYTES)
     }
 
-    /// Bytes a side registers: a target area per QP, plus a source area
-    /// per QP when it sends (client always, server only bidirectional).
+    /// Bytes a side registers (see [`memory_for`]); the client always
+    /// sends, the server only when bidirectional.
     pub fn memory_needed(&self, sends: bool) -> u64 {
-        let areas = if sends { 2 } else { 1 };
-        self.buffer_per_qp()
-            .saturating_mul(u64::from(self.qps))
-            .saturating_mul(areas)
+        memory_for(self.buffer_per_qp(), self.qps, sends)
     }
 
     /// The QPs thread `t` drives: contiguous, as even as possible.
     pub fn qps_of_thread(&self, t: u32) -> std::ops::Range<u32> {
-        let base = self.qps / self.threads;
-        let extra = self.qps % self.threads;
-        let start = t * base + t.min(extra);
-        let len = base + u32::from(t < extra);
-        start..start + len
+        share(self.qps, self.threads, t)
     }
+}
+
+/// Bytes a side registers: a target area per QP, plus a source area per
+/// QP when it sends.
+pub fn memory_for(area: u64, qps: u32, sends: bool) -> u64 {
+    let areas = if sends { 2 } else { 1 };
+    area.saturating_mul(u64::from(qps)).saturating_mul(areas)
+}
+
+/// Part `t` of `total` items split into `parts` contiguous ranges, as even
+/// as possible (the first `total % parts` ranges get one more).
+pub fn share(total: u32, parts: u32, t: u32) -> std::ops::Range<u32> {
+    let parts = parts.max(1);
+    let base = total / parts;
+    let extra = total % parts;
+    let start = t * base + t.min(extra);
+    let len = base + u32::from(t < extra);
+    start..start + len
 }
 
 /// Where message `i` of size `size` starts within a QP's area: small
