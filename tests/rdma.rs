@@ -37,7 +37,7 @@ fn write_and_verify(
     inline: bool,
 ) {
     let before = b.mr().as_slice().to_vec();
-    rng.fill(&mut a.mr_mut().as_mut_slice()[..len]);
+    rng.fill(&mut a.bytes_mut()[..len]);
     let sge = a.mr().sge(0..len).unwrap();
     let remote = b
         .mr()
@@ -128,7 +128,7 @@ fn post_list_of_unsignaled_writes_ends_with_one_completion() {
     let mut b = Side::new(&dev, 1 << 16, caps(0));
     connect(&mut a, &mut b);
     let mut rng = Rng::new(7);
-    rng.fill(a.mr_mut().as_mut_slice());
+    rng.fill(a.bytes_mut());
     let chunk = 4096usize;
     let mut batch = WriteBatch::with_capacity(16);
     for i in 0..16 {
@@ -173,7 +173,7 @@ fn write_with_immediate_consumes_a_receive_and_carries_the_value() {
     let mut b = Side::new(&dev, 4096, caps(0));
     connect(&mut a, &mut b);
     b.qp.qp().post_recv_empty(42).unwrap();
-    a.mr_mut().as_mut_slice()[..8].copy_from_slice(b"imm-data");
+    a.bytes_mut()[..8].copy_from_slice(b"imm-data");
     let wr = RdmaWrite::new(1, a.mr().sge(0..8).unwrap(), b.mr().remote())
         .unwrap()
         .with_imm(0xdead_beef);

@@ -109,10 +109,10 @@ impl Side {
         self.qp.source()
     }
 
-    /// The MR, for filling between writes.
-    pub fn mr_mut(&mut self) -> &mut MemoryRegion {
+    /// The MR's bytes, for filling between writes.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
         self.qp
-            .source_mut()
+            .source_bytes_mut()
             .expect("the side is the MR's only owner")
     }
 

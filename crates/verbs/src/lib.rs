@@ -68,8 +68,8 @@ pub use error::{Error, Result};
 pub use mr::{AccessFlags, LocalSge, MemoryRegion, RemoteMemory};
 pub use pd::ProtectionDomain;
 pub use qp::{
-    BatchFull, BoundQueuePair, ConnectOptions, Endpoint, QpState, QueuePair, QueuePairCaps,
-    RdmaWrite, WriteBatch,
+    BatchFull, BoundQueuePair, ConnectOptions, Endpoint, ExclusivePoster, QpState, QueuePair,
+    QueuePairCaps, RdmaWrite, WriteBatch,
 };
 /// The raw bindings, for what this crate does not wrap.
 pub use rdma_sys as ffi;

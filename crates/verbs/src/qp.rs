@@ -849,21 +849,34 @@ impl BoundQueuePair {
         &self.source
     }
 
-    /// The region, mutably, when this is its only owner (to fill it
-    /// between writes). Bytes changed while a write is in flight go out
-    /// changed: wait for the completion first.
-    pub fn source_mut(&mut self) -> Option<&mut crate::MemoryRegion> {
-        std::sync::Arc::get_mut(&mut self.source)
+    /// The region's bytes, mutably, when this is its only owner (to fill
+    /// them between writes). Bytes changed while a write is in flight go
+    /// out changed: wait for the completion first. Only the bytes are
+    /// handed out, never the region itself, so it cannot be replaced
+    /// under the bounds the posts are checked against.
+    pub fn source_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        std::sync::Arc::get_mut(&mut self.source).map(crate::MemoryRegion::as_mut_slice)
     }
 
     #[inline]
     fn inside(&self, sge: &ffi::ibv_sge) -> bool {
-        sge.lkey == self.lkey
-            && sge.addr >= self.lo
-            && sge
-                .addr
-                .checked_add(u64::from(sge.length))
-                .is_some_and(|end| end <= self.hi)
+        sge_inside(sge, self.lkey, self.lo, self.hi)
+    }
+
+    /// Exclusive access to the region together with the right to post,
+    /// when this is the region's only owner: for protocols that write a
+    /// byte and post in a loop (latency ping-pong) without re-checking
+    /// ownership every time.
+    pub fn exclusive(&mut self) -> Option<ExclusivePoster<'_>> {
+        let (lo, hi, lkey) = (self.lo, self.hi, self.lkey);
+        let region = std::sync::Arc::get_mut(&mut self.source)?;
+        Some(ExclusivePoster {
+            qp: &self.qp,
+            region,
+            lo,
+            hi,
+            lkey,
+        })
     }
 
     /// Posts one RDMA WRITE from the bound region.
@@ -897,6 +910,72 @@ impl BoundQueuePair {
         }
         // SAFETY: as in `post_send`, for every request of the batch.
         unsafe { self.qp.post_batch(batch) }
+    }
+}
+
+#[inline]
+fn sge_inside(sge: &ffi::ibv_sge, lkey: u32, lo: u64, hi: u64) -> bool {
+    sge.lkey == lkey
+        && sge.addr >= lo
+        && sge
+            .addr
+            .checked_add(u64::from(sge.length))
+            .is_some_and(|end| end <= hi)
+}
+
+/// A [`BoundQueuePair`]'s queue pair and its region, borrowed together:
+/// the region can be written and work posted from it, safely, for as long
+/// as the borrow lasts.
+#[derive(Debug)]
+pub struct ExclusivePoster<'a> {
+    qp: &'a QueuePair,
+    region: &'a mut crate::MemoryRegion,
+    lo: u64,
+    hi: u64,
+    lkey: u32,
+}
+
+impl ExclusivePoster<'_> {
+    /// The queue pair.
+    pub fn qp(&self) -> &QueuePair {
+        self.qp
+    }
+
+    /// The region.
+    pub fn region(&self) -> &crate::MemoryRegion {
+        self.region
+    }
+
+    /// Writes one byte of the region with a volatile store (the flag of a
+    /// ping-pong).
+    ///
+    /// # Panics
+    /// When `offset` is beyond the region.
+    #[inline]
+    pub fn write_volatile(&mut self, offset: usize, value: u8) {
+        self.region.write_volatile(offset, value);
+    }
+
+    /// The region's bytes, mutably (never the region itself, which must
+    /// not be replaced under the posts' bounds).
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        self.region.as_mut_slice()
+    }
+
+    /// Posts one RDMA WRITE from the region.
+    ///
+    /// # Errors
+    /// As [`BoundQueuePair::post_send`].
+    #[inline]
+    pub fn post_send(&self, write: &RdmaWrite) -> Result<()> {
+        if !sge_inside(&write.local.to_raw(), self.lkey, self.lo, self.hi) {
+            return Err(outside_region());
+        }
+        // SAFETY: the source range lies inside `self.region` (checked
+        // above), which the borrow keeps alive and registered; the QP it
+        // is posted on belongs to the same `BoundQueuePair`, which drops
+        // the QP before the region.
+        unsafe { self.qp.post_send(write) }
     }
 }
 
