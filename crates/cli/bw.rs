@@ -261,6 +261,16 @@ impl BwSide {
         self.mr_addr + q as u64 * self.area
     }
 
+    /// Offset of QP `q`'s target area in the memory region.
+    pub fn target_offset(&self, q: usize) -> usize {
+        (q as u64 * self.area) as usize
+    }
+
+    /// Offset of QP `q`'s source area in the memory region.
+    pub fn source_offset(&self, q: usize) -> usize {
+        ((self.qp_count + q as u64) * self.area) as usize
+    }
+
     /// Local key of the memory region.
     pub fn lkey(&self) -> u32 {
         self.lkey

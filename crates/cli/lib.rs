@@ -9,6 +9,7 @@
 pub mod bw;
 pub mod inventory;
 pub mod oob;
+pub mod session;
 pub mod setup;
 pub mod write_bw;
 

@@ -153,6 +153,19 @@ impl Channel {
         }
     }
 
+    /// Whether the peer has sent something not yet read (a non-blocking
+    /// peek): lets a side spinning on RDMA notice the peer's next message.
+    pub fn has_pending(&self) -> bool {
+        let mut b = [0u8; 1];
+        if self.stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        // Ok(0) is end of stream: also something to read (and report).
+        let got = self.stream.peek(&mut b).is_ok();
+        let _ = self.stream.set_nonblocking(false);
+        got
+    }
+
     /// Best effort: tells the peer why we stop. Errors are ignored, the
     /// peer may already be gone.
     pub fn send_error(&mut self, message: &str) {

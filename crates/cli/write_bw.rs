@@ -1,7 +1,7 @@
 //! `write_bw`: the command line, the client and server flows, output.
 
 use std::fs::File;
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use verbs::Mtu;
 
 use crate::bw::{BwSide, Layout};
 use crate::oob::Channel;
+use crate::session::{expect_msg, progress, side_json, sysfs_rate};
 use crate::setup::{Port, open_port};
 use crate::{DeviceArgs, UsageError};
 
@@ -317,31 +318,6 @@ fn context_json(
     v
 }
 
-fn side_json(s: &SideInfo) -> serde_json::Value {
-    serde_json::json!({
-        "device": s.device,
-        "port": s.port,
-        "gid_index": s.gid_index,
-        "gid": engine::gid::to_ipv6_string(&s.gid),
-        "mtu": s.mtu,
-        "link_layer": s.link_layer,
-        "rate": s.rate,
-    })
-}
-
-fn progress(msg: &str) {
-    if io::stderr().is_terminal() {
-        eprint!("\r{msg}\x1b[K");
-    }
-}
-
-fn expect_msg(got: Message, want: &str) -> anyhow::Error {
-    match got {
-        Message::Reject { reason } => anyhow!("the peer refused the test: {reason}"),
-        other => anyhow!("protocol error: expected {want}, got {}", other.name()),
-    }
-}
-
 struct LinkWatch {
     expect: ExpectRate,
     rate: Option<LinkRate>,
@@ -372,12 +348,6 @@ impl LinkWatch {
     }
 }
 
-fn sysfs_rate(cli: &Cli, port: &Port) -> Option<String> {
-    link::read_rate(&cli.sysfs_root, port.ctx.name(), port.port)
-        .ok()
-        .map(|r| r.text)
-}
-
 fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
     let cfg = cli.config()?;
     let port = open_port(
@@ -387,7 +357,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
     )?;
     let mtu = port.mtu_for(cfg.mtu)?;
     let watch = LinkWatch::start(cli, &port);
-    let local_side = port.side_info(sysfs_rate(cli, &port));
+    let local_side = port.side_info(sysfs_rate(&cli.sysfs_root, &port));
     let mut side = BwSide::create(port, &Layout::for_bw(&cfg, true))?;
     let local_qps = side.qp_infos()?;
     let mut out = Output::open(cli)?;
@@ -515,7 +485,7 @@ fn run_server(cli: &Cli) -> anyhow::Result<u8> {
         cli.device.ib_port,
         cli.gid_index,
     )?;
-    let local_side = port.side_info(sysfs_rate(cli, &port));
+    let local_side = port.side_info(sysfs_rate(&cli.sysfs_root, &port));
     eprintln!(
         "write_bw: server on {} port {} waiting for a client on {}:{}",
         port.ctx.name(),
