@@ -29,7 +29,17 @@ fn help_names_perftest_flags() {
         let out = run(bin, &["--help"]);
         assert!(out.status.success());
         let help = text(&out.stdout);
-        for flag in ["--ib-dev", "--ib-port", "--list-devices", "--json"] {
+        for flag in [
+            "--ib-dev",
+            "--ib-port",
+            "--gid-index",
+            "--size",
+            "--iters",
+            "--duration",
+            "--list-devices",
+            "--json",
+            "--timeout",
+        ] {
             assert!(help.contains(flag), "{bin} --help lacks {flag}");
         }
     }
@@ -48,11 +58,29 @@ fn port_zero_is_a_usage_error() {
 }
 
 #[test]
-fn measurement_without_list_devices_says_it_is_not_built_yet() {
-    let out = run("write_lat", &[]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("not implemented yet"));
-    assert!(out.stdout.is_empty());
+fn bad_test_flags_exit_2_naming_the_flag_before_touching_a_device() {
+    let cases: [(&str, &[&str], &str); 6] = [
+        ("write_bw", &["-s", "0", "127.0.0.1"], "--size"),
+        ("write_bw", &["-t", "0", "127.0.0.1"], "--tx-depth"),
+        ("write_bw", &["-a", "-D", "5", "127.0.0.1"], "--duration"),
+        ("write_lat", &["-s", "0", "127.0.0.1"], "--size"),
+        ("write_lat", &["-n", "2", "127.0.0.1"], "--iters"),
+        (
+            "write_lat",
+            &["--percentile", "p101", "127.0.0.1"],
+            "--percentile",
+        ),
+    ];
+    for (bin, args, flag) in cases {
+        let out = run(bin, args);
+        assert_eq!(out.status.code(), Some(2), "{bin} {args:?}");
+        assert!(
+            text(&out.stderr).contains(flag),
+            "{bin} {args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(out.stdout.is_empty());
+    }
 }
 
 #[test]

@@ -276,6 +276,11 @@ impl BwSide {
         self.lkey
     }
 
+    /// The first QP and the first CQ, borrowed together (single-QP tests).
+    pub fn first_mut(&mut self) -> (&mut BoundQueuePair, &CompletionQueue) {
+        (&mut self.qps[0], &self.cqs[0])
+    }
+
     /// The CQ of thread `t`.
     pub fn cq(&self, t: usize) -> &CompletionQueue {
         &self.cqs[t]

@@ -8,10 +8,12 @@
 
 pub mod bw;
 pub mod inventory;
+pub mod lat;
 pub mod oob;
 pub mod session;
 pub mod setup;
 pub mod write_bw;
+pub mod write_lat;
 
 use std::fs::File;
 use std::io::{self, Write};

@@ -15,6 +15,7 @@
 pub mod bw;
 pub mod config;
 pub mod gid;
+pub mod lat;
 pub mod link;
 pub mod listing;
 pub mod wire;

@@ -1,0 +1,219 @@
+//! The RDMA WRITE latency ping-pong (perftest's `run_iter_lat_write`).
+//!
+//! Both sides zero the area the peer writes into; the client goes first.
+//! Each side spins until the last byte of that area equals the count it
+//! expects, then stores its own next count in the last byte of its source
+//! area and RDMA-WRITEs the message (inline when it fits), and polls the
+//! completion of that write. The client stamps the clock before its write
+//! and when the reply's byte arrives: one sample is one round trip; the
+//! reports show half of it, as perftest does.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use engine::lat::LatRecorder;
+use engine::wire::QpInfo;
+use verbs::{CompletionQueue, LocalSge, RdmaWrite, WorkCompletion};
+
+use crate::bw::BwSide;
+use crate::oob::Channel;
+
+/// Spins between two clock (and, for the server in duration mode,
+/// channel) checks.
+const SPINS_PER_CHECK: u32 = 1024;
+
+/// How a side's loop ends.
+#[derive(Debug, Clone, Copy)]
+pub enum Until {
+    /// After this many round trips.
+    Iterations(u64),
+    /// Client: run this long, recording only between the margins.
+    Duration {
+        /// Whole run.
+        total: Duration,
+        /// Warm-up and cool-down margin.
+        margin: Duration,
+    },
+    /// Server in duration mode: until the client's next control message.
+    PeerSaysStop,
+}
+
+/// Which side of the ping-pong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Writes first, records samples.
+    Client,
+    /// Answers.
+    Server,
+}
+
+struct Pong<'a> {
+    cq: &'a CompletionQueue,
+    wc: [WorkCompletion; 1],
+    recv_off: usize,
+    send_off: usize,
+    write: RdmaWrite,
+    timeout: Duration,
+}
+
+#[cold]
+fn peer_silent(timeout: Duration, count: u64) -> anyhow::Error {
+    anyhow!(
+        "no reply from the peer for {timeout:?} (--timeout) waiting for message {count}: \
+         the peer or the link stopped responding"
+    )
+}
+
+/// Runs one size on one side; returns the number of round trips done.
+///
+/// # Errors
+/// A failed post or completion, or a peer silent for longer than
+/// `timeout`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_size(
+    side: &mut BwSide,
+    remote: &QpInfo,
+    size: u64,
+    inline: bool,
+    role: Role,
+    until: Until,
+    timeout: Duration,
+    ch: &Channel,
+    rec: &mut LatRecorder,
+) -> anyhow::Result<u64> {
+    let len = usize::try_from(size).context("message size")?;
+    let last = len - 1;
+    let (target, source) = (side.target_offset(0), side.source_offset(0));
+    let write = RdmaWrite {
+        wr_id: 0,
+        local: LocalSge {
+            addr: side.source(0),
+            length: u32::try_from(size).context("message size")?,
+            lkey: side.lkey(),
+        },
+        remote_addr: remote.addr,
+        rkey: remote.rkey,
+        signaled: true,
+        inline,
+        imm: None,
+    };
+    let (qp, cq) = side.first_mut();
+    let mut pong = Pong {
+        cq,
+        wc: [WorkCompletion::default()],
+        recv_off: target + last,
+        send_off: source + last,
+        write,
+        timeout,
+    };
+    let mut ex = qp
+        .exclusive()
+        .ok_or_else(|| anyhow!("the latency QP does not own its memory region"))?;
+    // Zero both areas (the peer zeroes its own before the start barrier,
+    // so no stale byte can look like a reply).
+    ex.bytes_mut()[target..target + len].fill(0);
+    ex.bytes_mut()[source..source + len].fill(0);
+
+    let begin = Instant::now();
+    let mut count = 0u64;
+    loop {
+        match (role, until) {
+            (_, Until::Iterations(n)) if count == n => break,
+            (Role::Client, Until::Duration { total, .. }) if begin.elapsed() >= total => break,
+            _ => {}
+        }
+        let next = count + 1;
+        let flag = next as u8;
+        if role == Role::Server {
+            match pong.wait_for(&ex, flag, next, until, ch)? {
+                true => {}
+                false => break,
+            }
+            pong.send(&mut ex, flag)?;
+        } else {
+            let t0 = Instant::now();
+            pong.send(&mut ex, flag)?;
+            pong.wait_for(&ex, flag, next, until, ch)?;
+            let t1 = Instant::now();
+            let record = match until {
+                Until::Duration { total, margin } => {
+                    let t = t1 - begin;
+                    t >= margin && t <= total.saturating_sub(margin)
+                }
+                _ => true,
+            };
+            if record {
+                rec.record((t1 - t0).as_nanos() as u64);
+            }
+        }
+        count = next;
+    }
+    Ok(count)
+}
+
+impl Pong<'_> {
+    /// Writes `flag` into our source's last byte, posts the write, and
+    /// polls its completion (bounded).
+    #[inline]
+    fn send(&mut self, ex: &mut verbs::ExclusivePoster<'_>, flag: u8) -> anyhow::Result<()> {
+        ex.write_volatile(self.send_off, flag);
+        ex.post_send(&self.write)?;
+        let mut deadline = None::<Instant>;
+        let mut polls = 0u32;
+        loop {
+            if self.cq.poll(&mut self.wc)? == 1 {
+                let wc = &self.wc[0];
+                if !wc.is_success() {
+                    bail!(
+                        "RDMA WRITE on QPN {:#x} completed with {}: the peer may be gone",
+                        ex.qp().qpn(),
+                        wc.status()
+                    );
+                }
+                return Ok(());
+            }
+            polls += 1;
+            if polls == SPINS_PER_CHECK {
+                polls = 0;
+                let now = Instant::now();
+                if now > *deadline.get_or_insert(now + self.timeout) {
+                    bail!(
+                        "no completion for our write within {:?} (--timeout)",
+                        self.timeout
+                    );
+                }
+            }
+        }
+    }
+
+    /// Spins until the peer's byte equals `flag`. `Ok(false)` when a
+    /// server in duration mode sees the client's control message instead.
+    #[inline]
+    fn wait_for(
+        &self,
+        ex: &verbs::ExclusivePoster<'_>,
+        flag: u8,
+        count: u64,
+        until: Until,
+        ch: &Channel,
+    ) -> anyhow::Result<bool> {
+        let region = ex.region();
+        let mut spins = 0u32;
+        let mut since = None::<Instant>;
+        while region.read_volatile(self.recv_off) != flag {
+            spins += 1;
+            if spins == SPINS_PER_CHECK {
+                spins = 0;
+                let now = Instant::now();
+                let start = *since.get_or_insert(now);
+                if matches!(until, Until::PeerSaysStop) && ch.has_pending() {
+                    return Ok(false);
+                }
+                if now - start > self.timeout {
+                    return Err(peer_silent(self.timeout, count));
+                }
+            }
+        }
+        Ok(true)
+    }
+}

@@ -1,0 +1,602 @@
+//! `write_lat`: the command line, the client and server flows, output.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use clap::Parser;
+use engine::config::{DEFAULT_PORT, DurationMode, parse_size, sweep_sizes};
+use engine::lat::{
+    LatConfig, LatJsonLines, LatRecorder, LatStats, LatTable, LatWriter, Percentile, dump_samples,
+    lat_verdict, parse_max_latency,
+};
+use engine::wire::{Message, SideInfo};
+use verbs::Mtu;
+
+use crate::bw::{BwSide, Layout};
+use crate::lat::{Role, Until, run_size};
+use crate::oob::Channel;
+use crate::session::{expect_msg, progress, side_json, sysfs_rate};
+use crate::setup::{Port, open_port};
+use crate::{DeviceArgs, UsageError};
+
+/// Exit code of a run whose latency verdict is FAIL.
+pub const EXIT_VERDICT_FAIL: u8 = 3;
+
+/// Inline size tried when `-I` is not given (perftest's `DEF_INLINE_WRITE`).
+const DEFAULT_INLINE: u32 = 220;
+
+fn size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s)
+}
+
+fn seconds_arg(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("{s:?} must be a positive number of seconds"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// RDMA WRITE latency test (ib_write_lat equivalent): ping-pong of RDMA
+/// WRITEs; reports half round trips with full percentiles. Run without
+/// SERVER on one host, with SERVER on the other; the client's flags
+/// configure both sides.
+#[derive(Debug, Parser)]
+#[command(name = "write_lat", version, about, long_about = None)]
+pub struct Cli {
+    /// Server to connect to; without it this side is the server.
+    #[arg(value_name = "SERVER")]
+    pub server: Option<String>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// GID index (default: chosen as perftest does).
+    #[arg(short = 'x', long = "gid-index", value_name = "INDEX")]
+    pub gid_index: Option<u32>,
+    /// TCP port of the out-of-band channel.
+    #[arg(short = 'p', long = "port", default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Address the server listens on.
+    #[arg(long = "bind", value_name = "ADDR", default_value = "0.0.0.0")]
+    pub bind: String,
+    /// Message size in bytes.
+    #[arg(short = 's', long = "size", value_parser = size_arg)]
+    pub size: Option<u64>,
+    /// Run all sizes from 2 B to 8 MiB.
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+    /// Round trips per size.
+    #[arg(short = 'n', long = "iters")]
+    pub iters: Option<u64>,
+    /// Run for this many seconds instead of a count.
+    #[arg(short = 'D', long = "duration", value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Warm-up and cool-down margin of duration mode, seconds.
+    #[arg(short = 'f', long = "margin", default_value_t = 2.0)]
+    pub margin: f64,
+    /// Send messages up to this size inline (default 220, or 0 when the device refuses).
+    #[arg(short = 'I', long = "inline-size")]
+    pub inline_size: Option<u32>,
+    /// Path MTU in bytes.
+    #[arg(short = 'm', long = "mtu")]
+    pub mtu: Option<u32>,
+    /// Bound on every wait for the peer, seconds.
+    #[arg(long = "timeout", value_name = "SECONDS", default_value = "15", value_parser = seconds_arg)]
+    pub timeout: Duration,
+    /// How long the server waits for a client, seconds.
+    #[arg(long = "accept-timeout", value_name = "SECONDS", default_value = "300", value_parser = seconds_arg)]
+    pub accept_timeout: Duration,
+    /// Print every sample (half round trip, usec) after the table.
+    #[arg(short = 'H', long = "report-histogram")]
+    pub report_histogram: bool,
+    /// Write JSON lines (one object per size) to FILE, or to stdout instead of the table with `-`.
+    #[arg(long = "json", value_name = "FILE|-")]
+    pub json: Option<String>,
+    /// Include the HdrHistogram (V2, base64) in each JSON object.
+    #[arg(long = "json-histogram")]
+    pub json_histogram: bool,
+    /// Fail (exit 3) when the chosen percentile exceeds this many usec.
+    #[arg(long = "max-latency", value_name = "USEC", value_parser = parse_max_latency)]
+    pub max_latency: Option<f64>,
+    /// Which figure --max-latency judges: median, p90, p99, p99.9, max, avg.
+    #[arg(long = "percentile", default_value = "median")]
+    pub percentile: Percentile,
+    /// Root of sysfs (for tests).
+    #[arg(long = "sysfs-root", default_value = "/sys", hide = true)]
+    pub sysfs_root: PathBuf,
+    /// List devices, their ports and GIDs, then exit.
+    #[arg(long = "list-devices")]
+    pub list_devices: bool,
+}
+
+impl Cli {
+    /// The test configuration the flags describe (client side).
+    ///
+    /// # Errors
+    /// A usage error naming the flag.
+    pub fn config(&self) -> anyhow::Result<LatConfig> {
+        if self.all && self.size.is_some() {
+            return Err(UsageError("-a/--all and -s/--size exclude each other".into()).into());
+        }
+        let cfg = LatConfig {
+            sizes: if self.all {
+                sweep_sizes()
+            } else {
+                vec![self.size.unwrap_or(2)]
+            },
+            iters: self.iters.unwrap_or(1000),
+            duration: self.duration.map(|seconds| DurationMode {
+                seconds,
+                margin: self.margin,
+            }),
+            inline_size: self.inline_size.unwrap_or(DEFAULT_INLINE),
+            mtu: self.mtu,
+        };
+        cfg.validate().map_err(|e| UsageError(e.to_string()))?;
+        Ok(cfg)
+    }
+}
+
+/// Entry point of the binary.
+///
+/// # Errors
+/// Usage errors (exit 2) and run failures (exit 1); a FAIL verdict is
+/// returned as `Ok(EXIT_VERDICT_FAIL)`.
+pub fn run(cli: &Cli) -> anyhow::Result<u8> {
+    if cli.list_devices {
+        crate::run_list(
+            &cli.device,
+            &crate::ListArgs {
+                list_devices: true,
+                json: cli.json.clone(),
+            },
+        )?;
+        return Ok(0);
+    }
+    match &cli.server {
+        Some(server) => run_client(cli, server),
+        None => run_server(cli),
+    }
+}
+
+fn layout(cfg: &LatConfig, inline: u32) -> Layout {
+    Layout {
+        qps: 1,
+        threads: 1,
+        tx_depth: 1,
+        inline_size: inline,
+        area: cfg.buffer(),
+        sends: true,
+    }
+}
+
+/// Creates the side; when `-I` was not given and the device refuses the
+/// default inline size, falls back to no inline (as perftest does for
+/// devices it does not know), with a warning.
+fn create_side(port: Port, cfg: &mut LatConfig, explicit_inline: bool) -> anyhow::Result<BwSide> {
+    if explicit_inline || cfg.inline_size == 0 {
+        return BwSide::create(port, &layout(cfg, cfg.inline_size));
+    }
+    let retry = Port {
+        ctx: port.ctx.clone(),
+        port: port.port,
+        attr: port.attr.clone(),
+        gid_index: port.gid_index,
+        gid: port.gid,
+    };
+    match BwSide::create(port, &layout(cfg, cfg.inline_size)) {
+        Ok(s) => Ok(s),
+        Err(e) if crate::is_usage_error(&e) => {
+            eprintln!(
+                "write_lat: warning: {} refused {} bytes of inline data; sending without inline",
+                retry.ctx.name(),
+                cfg.inline_size
+            );
+            cfg.inline_size = 0;
+            BwSide::create(retry, &layout(cfg, 0))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+struct Output {
+    table: Option<LatTable<io::Stdout>>,
+    json: Option<LatJsonLines<Box<dyn Write>>>,
+    histogram_in_json: bool,
+    dump: bool,
+}
+
+impl Output {
+    fn open(cli: &Cli) -> anyhow::Result<Self> {
+        let (table, json): (bool, Option<Box<dyn Write>>) = match cli.json.as_deref() {
+            None => (true, None),
+            Some("-") => (false, Some(Box::new(io::stdout()))),
+            Some(path) => {
+                let f = File::create(path)
+                    .with_context(|| format!("cannot create --json file {path:?}"))?;
+                (true, Some(Box::new(io::BufWriter::new(f))))
+            }
+        };
+        Ok(Self {
+            table: table.then(|| LatTable::new(io::stdout())),
+            json: json.map(LatJsonLines::new),
+            histogram_in_json: cli.json_histogram,
+            dump: cli.report_histogram,
+        })
+    }
+
+    fn begin(&mut self) -> io::Result<()> {
+        if let Some(t) = &mut self.table {
+            t.begin()?;
+        }
+        Ok(())
+    }
+
+    fn result(
+        &mut self,
+        stats: &LatStats,
+        rec: &LatRecorder,
+        ctx: &serde_json::Value,
+    ) -> io::Result<()> {
+        if let Some(t) = &mut self.table {
+            t.result(stats, ctx, None)?;
+        }
+        if let Some(j) = &mut self.json {
+            let h = self.histogram_in_json.then(|| rec.histogram_base64());
+            j.result(stats, ctx, h.as_deref())?;
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, dumps: &[(u64, Vec<u64>)]) -> io::Result<()> {
+        if let Some(t) = &mut self.table {
+            t.end()?;
+        }
+        if self.dump {
+            let mut out = io::stdout().lock();
+            for (bytes, samples) in dumps {
+                dump_samples(&mut out, *bytes, samples)?;
+            }
+        }
+        if let Some(j) = &mut self.json {
+            j.end()?;
+        }
+        Ok(())
+    }
+}
+
+fn context_json(
+    role: &str,
+    cfg: &LatConfig,
+    mtu: Mtu,
+    local: &SideInfo,
+    remote: &SideInfo,
+    clock_ns: f64,
+) -> serde_json::Value {
+    serde_json::json!({
+        "role": role,
+        "config": cfg,
+        "mtu": mtu.bytes(),
+        "local": side_json(local),
+        "remote": side_json(remote),
+        "clock": {"source": "CLOCK_MONOTONIC (std::time::Instant)", "read_cost_ns": clock_ns},
+        "reported": "half round trip (RTT/2), microseconds",
+    })
+}
+
+/// Measures the cost of one clock read, in nanoseconds.
+pub fn clock_cost_ns() -> f64 {
+    const N: u32 = 100_000;
+    let start = std::time::Instant::now();
+    let mut last = start;
+    for _ in 0..N {
+        last = std::hint::black_box(std::time::Instant::now());
+    }
+    (last - start).as_nanos() as f64 / f64::from(N)
+}
+
+fn banner(role: &str, cfg: &LatConfig, port: &Port, mtu: Mtu, clock_ns: f64) {
+    let line = engine::bw::RESULT_LINE;
+    let mut e = io::stderr().lock();
+    let _ = writeln!(
+        e,
+        "{line}\n                    RDMA_Write Latency Test ({role})"
+    );
+    let _ = writeln!(e, " Device          : {}", port.ctx.name());
+    let _ = writeln!(e, " Connection type : RC\t\tUsing SRQ      : OFF");
+    let _ = writeln!(e, " Mtu             : {}[B]", mtu.bytes());
+    let _ = writeln!(e, " Link type       : {}", port.attr.link_layer);
+    match port.gid_index {
+        Some(i) => {
+            let _ = writeln!(e, " GID index       : {i}");
+        }
+        None => {
+            let _ = writeln!(e, " GID index       : none");
+        }
+    }
+    let _ = writeln!(e, " Max inline data : {}[B]", cfg.inline_size);
+    let _ = writeln!(
+        e,
+        " Clock           : CLOCK_MONOTONIC, {clock_ns:.1} ns per read"
+    );
+    let _ = writeln!(e, "{line}");
+}
+
+fn keep_samples(cfg: &LatConfig) -> usize {
+    match cfg.duration {
+        None => usize::try_from(cfg.iters)
+            .unwrap_or(usize::MAX)
+            .min(1 << 24),
+        Some(_) => 1 << 20,
+    }
+}
+
+fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
+    let mut cfg = cli.config()?;
+    let port = open_port(
+        cli.device.ib_dev.as_deref(),
+        cli.device.ib_port,
+        cli.gid_index,
+    )?;
+    let mtu = port.mtu_for(cfg.mtu)?;
+    let local_side = port.side_info(sysfs_rate(&cli.sysfs_root, &port));
+    let mut side = create_side(port, &mut cfg, cli.inline_size.is_some())?;
+    let local_qps = side.qp_infos()?;
+    let mut out = Output::open(cli)?;
+    let clock_ns = clock_cost_ns();
+
+    let mut ch = Channel::connect(server, cli.port, cli.timeout)?;
+    let result = (|| -> anyhow::Result<u8> {
+        ch.send(&Message::Hello {
+            test: "write_lat".into(),
+            config: serde_json::to_value(&cfg)?,
+            side: SideInfo {
+                mtu: mtu.bytes(),
+                ..local_side.clone()
+            },
+            qps: local_qps.clone(),
+        })?;
+        let (remote_side, remote_qps, mtu) = match ch.recv("the server's answer")? {
+            Message::Accept { side, qps, mtu } => (side, qps, mtu),
+            other => return Err(expect_msg(other, "accept")),
+        };
+        let mtu =
+            Mtu::from_bytes(mtu).ok_or_else(|| anyhow!("server chose an invalid MTU {mtu}"))?;
+        side.connect(&remote_qps, mtu)?;
+        banner("client", &cfg, &side.port, mtu, clock_ns);
+        out.begin()?;
+        let mut dumps = Vec::new();
+        let mut verdict_fail = false;
+        let mut verdicts = Vec::new();
+        for (phase, &size) in cfg.sizes.iter().enumerate() {
+            let phase = phase as u32;
+            ch.send(&Message::Barrier { phase })?;
+            match ch.recv("the start barrier")? {
+                Message::Barrier { phase: p } if p == phase => {}
+                other => return Err(expect_msg(other, "barrier")),
+            }
+            progress(&format!("write_lat: {size} B ..."));
+            let mut rec = LatRecorder::new(keep_samples(&cfg));
+            let until = match cfg.duration {
+                None => Until::Iterations(cfg.iters),
+                Some(d) => Until::Duration {
+                    total: Duration::from_secs_f64(d.seconds),
+                    margin: Duration::from_secs_f64(d.margin),
+                },
+            };
+            let inline = size <= u64::from(cfg.inline_size);
+            let done = run_size(
+                &mut side,
+                &remote_qps[0],
+                size,
+                inline,
+                Role::Client,
+                until,
+                cli.timeout,
+                &ch,
+                &mut rec,
+            );
+            let count = match done {
+                Ok(c) => c,
+                Err(e) => {
+                    ch.send_error(&format!("client failed: {e:#}"));
+                    return Err(e);
+                }
+            };
+            ch.send(&Message::Done {
+                phase,
+                result: Some(serde_json::json!({"round_trips": count})),
+            })?;
+            match ch.recv("the end barrier")? {
+                Message::Done { phase: p, .. } if p == phase => {}
+                other => return Err(expect_msg(other, "done")),
+            }
+            progress("");
+            let stats = rec.stats(size);
+            let ctx = context_json("client", &cfg, mtu, &local_side, &remote_side, clock_ns);
+            out.result(&stats, &rec, &ctx)?;
+            if cli.report_histogram {
+                dumps.push((size, rec.samples().to_vec()));
+            }
+            if let Some(max) = cli.max_latency {
+                let v = lat_verdict(&stats, cli.percentile, max);
+                verdict_fail |= !v.pass;
+                verdicts.push(v);
+            }
+        }
+        out.end(&dumps)?;
+        ch.send(&Message::Bye)?;
+        match ch.recv("goodbye")? {
+            Message::Bye => {}
+            other => return Err(expect_msg(other, "bye")),
+        }
+        for v in &verdicts {
+            if out.table.is_some() {
+                println!("{}", v.line());
+            } else {
+                eprintln!("{}", v.line());
+            }
+            if let Some(j) = &mut out.json {
+                j.line(&serde_json::json!({
+                    "schema_version": engine::bw::SCHEMA_VERSION,
+                    "kind": "verdict",
+                    "verdict": v,
+                }))?;
+            }
+        }
+        Ok(if verdict_fail { EXIT_VERDICT_FAIL } else { 0 })
+    })();
+    if let Err(e) = &result {
+        ch.send_error(&format!("{e:#}"));
+    }
+    result
+}
+
+fn run_server(cli: &Cli) -> anyhow::Result<u8> {
+    let port = open_port(
+        cli.device.ib_dev.as_deref(),
+        cli.device.ib_port,
+        cli.gid_index,
+    )?;
+    let local_side = port.side_info(sysfs_rate(&cli.sysfs_root, &port));
+    eprintln!(
+        "write_lat: server on {} port {} waiting for a client on {}:{}",
+        port.ctx.name(),
+        port.port,
+        cli.bind,
+        cli.port
+    );
+    let mut ch = Channel::accept(&cli.bind, cli.port, cli.accept_timeout, cli.timeout)?;
+    let result = serve(cli, &mut ch, port, &local_side);
+    if let Err(e) = &result {
+        ch.send_error(&format!("server failed: {e:#}"));
+    }
+    result
+}
+
+fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyhow::Result<u8> {
+    let (test, config, client_side, client_qps) = match ch.recv("the client's test")? {
+        Message::Hello {
+            test,
+            config,
+            side,
+            qps,
+        } => (test, config, side, qps),
+        other => return Err(expect_msg(other, "hello")),
+    };
+    let reject = |ch: &mut Channel, reason: String| -> anyhow::Error {
+        let _ = ch.send(&Message::Reject {
+            reason: reason.clone(),
+        });
+        anyhow!("refused the client's test: {reason}")
+    };
+    if test != "write_lat" {
+        return Err(reject(
+            ch,
+            format!("this server runs write_lat, the client asked for {test:?}"),
+        ));
+    }
+    let mut cfg: LatConfig = match serde_json::from_value(config) {
+        Ok(c) => c,
+        Err(e) => return Err(reject(ch, format!("malformed configuration: {e}"))),
+    };
+    if let Err(e) = cfg.validate() {
+        return Err(reject(ch, format!("invalid configuration: {e}")));
+    }
+    if client_qps.len() != 1 {
+        return Err(reject(
+            ch,
+            format!(
+                "a latency test uses one QP, the client offers {}",
+                client_qps.len()
+            ),
+        ));
+    }
+    let ours = port.attr.active_mtu;
+    let theirs = Mtu::from_bytes(client_side.mtu).unwrap_or(Mtu::Mtu256);
+    if let Some(req) = cfg.mtu {
+        if req > ours.bytes() {
+            return Err(reject(
+                ch,
+                format!("-m/--mtu {req} exceeds the server's active MTU {ours}"),
+            ));
+        }
+    }
+    let mtu = ours.min(theirs);
+    let mut side = match create_side(port, &mut cfg, false) {
+        Ok(s) => s,
+        Err(e) => return Err(reject(ch, format!("server cannot set up the test: {e:#}"))),
+    };
+    let local_qps = side.qp_infos()?;
+    if let Err(e) = side.connect(&client_qps, mtu) {
+        return Err(reject(ch, format!("server cannot connect its QP: {e:#}")));
+    }
+    ch.send(&Message::Accept {
+        side: SideInfo {
+            mtu: mtu.bytes(),
+            ..local_side.clone()
+        },
+        qps: local_qps,
+        mtu: mtu.bytes(),
+    })?;
+    banner("server", &cfg, &side.port, mtu, clock_cost_ns());
+    let mut phase = 0u32;
+    loop {
+        match ch.recv("the next phase")? {
+            Message::Barrier { phase: p } if p == phase => ch.send(&Message::Barrier { phase })?,
+            Message::Bye => {
+                ch.send(&Message::Bye)?;
+                break;
+            }
+            other => return Err(expect_msg(other, "barrier")),
+        }
+        let size = *cfg.sizes.get(phase as usize).ok_or_else(|| {
+            anyhow!(
+                "client started phase {phase} of a {}-size test",
+                cfg.sizes.len()
+            )
+        })?;
+        let until = match cfg.duration {
+            None => Until::Iterations(cfg.iters),
+            Some(_) => Until::PeerSaysStop,
+        };
+        let inline = size <= u64::from(cfg.inline_size);
+        let mut rec = LatRecorder::new(0);
+        let count = run_size(
+            &mut side,
+            &client_qps[0],
+            size,
+            inline,
+            Role::Server,
+            until,
+            cli.timeout,
+            ch,
+            &mut rec,
+        )?;
+        let client_count = match ch.recv("the client's result")? {
+            Message::Done { phase: p, result } if p == phase => {
+                result.and_then(|v| v["round_trips"].as_u64())
+            }
+            other => return Err(expect_msg(other, "done")),
+        };
+        if let Some(c) = client_count {
+            if c != count {
+                bail!("client counted {c} round trips, the server answered {count}");
+            }
+        }
+        ch.send(&Message::Done {
+            phase,
+            result: None,
+        })?;
+        eprintln!("write_lat: {size} B: answered {count} round trips");
+        phase += 1;
+    }
+    if phase as usize != cfg.sizes.len() {
+        bail!("client ended after {phase} of {} sizes", cfg.sizes.len());
+    }
+    Ok(0)
+}
