@@ -300,6 +300,7 @@ impl BwSide {
         timeout: Duration,
     ) -> anyhow::Result<Measurement> {
         let start = Barrier::new(cfg.threads as usize);
+        let wall = Instant::now();
         let cpu_before = cpu_time_ns();
         let outcomes: Vec<anyhow::Result<ThreadOutcome>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..cfg.threads)
@@ -328,6 +329,7 @@ impl BwSide {
                 .collect()
         });
         let cpu_ns = cpu_time_ns().saturating_sub(cpu_before);
+        let wall_ns = wall.elapsed().as_nanos() as u64;
         let mut first = None::<Instant>;
         let mut last = None::<Instant>;
         let mut messages = 0;
@@ -344,6 +346,12 @@ impl BwSide {
                 Some(p) => peak += p,
                 None => have_peak = false,
             }
+        }
+        if cfg.duration.is_some() && (messages == 0 || window_ns == 0) {
+            bail!(
+                "no message completed inside the measurement window of {size}-byte writes \
+                 (duration minus both margins): lengthen -D/--duration or shorten -f/--margin"
+            );
         }
         let elapsed_ns = if cfg.duration.is_some() {
             window_ns
@@ -364,6 +372,7 @@ impl BwSide {
             elapsed_ns,
             peak_msgs_per_sec: have_peak.then_some(peak),
             cpu_ns,
+            wall_ns,
         })
     }
 }

@@ -62,8 +62,12 @@ pub struct Measurement {
     pub elapsed_ns: u64,
     /// Best windowed message rate, messages/s (summed over threads).
     pub peak_msgs_per_sec: Option<f64>,
-    /// Process CPU time (user + system) over the span, nanoseconds.
+    /// Process CPU time (user + system) over the whole run of the size
+    /// (margins and drain included), nanoseconds.
     pub cpu_ns: u64,
+    /// Wall time of that whole run, nanoseconds: the CPU figure's
+    /// denominator.
+    pub wall_ns: u64,
 }
 
 /// Figures of one size, in every unit; what the reports print.
@@ -118,8 +122,8 @@ impl BwResult {
             bw_peak_gbps: peak_bps * 8.0 / 1e9,
             bw_avg_gbps: avg_bps * 8.0 / 1e9,
             msg_rate_mpps: rate / 1e6,
-            cpu_util_pct: if secs > 0.0 {
-                m.cpu_ns as f64 / 1e9 / secs * 100.0
+            cpu_util_pct: if m.wall_ns > 0 {
+                m.cpu_ns as f64 / m.wall_ns as f64 * 100.0
             } else {
                 0.0
             },
@@ -316,6 +320,7 @@ mod tests {
             elapsed_ns,
             peak_msgs_per_sec: None,
             cpu_ns: elapsed_ns / 2,
+            wall_ns: elapsed_ns,
         }
     }
 
