@@ -1,0 +1,305 @@
+//! `write_lat` end to end: server and client as two processes on one RDMA
+//! device (soft-RoCE inside the VM). `#[ignore]`d without a device;
+//! `scripts/test` runs them in the VM. Every wait is bounded.
+
+mod support;
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::test_device;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_write_lat"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn write_lat")
+}
+
+fn wait_bounded(mut child: Child, limit: Duration, what: &str) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{what} did not exit within {limit:?}\n{}\n{}",
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn server(dev: &str, port: &str) -> Child {
+    spawn(&[
+        "-d",
+        dev,
+        "--bind",
+        "127.0.0.1",
+        "-p",
+        port,
+        "--timeout",
+        "10",
+        "--accept-timeout",
+        "30",
+    ])
+}
+
+fn pair(args: &[&str]) -> (Output, Output) {
+    let dev = test_device();
+    let port = free_port().to_string();
+    let s = server(&dev, &port);
+    let mut all = vec!["-d", dev.as_str(), "-p", &port];
+    if !args.contains(&"--timeout") {
+        all.extend_from_slice(&["--timeout", "10"]);
+    }
+    all.extend_from_slice(args);
+    all.push("127.0.0.1");
+    let c = wait_bounded(spawn(&all), Duration::from_secs(180), "client");
+    let s = wait_bounded(s, Duration::from_secs(30), "server");
+    (s, c)
+}
+
+fn assert_ok(out: &Output, who: &str) {
+    assert!(
+        out.status.success(),
+        "{who} failed ({:?})\n{}\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+const HEADER: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
+
+/// Rows: bytes, iterations, then the seven figures.
+fn rows(stdout: &str) -> Vec<Vec<f64>> {
+    assert!(
+        stdout.lines().any(|l| l == HEADER),
+        "no perftest latency header in:\n{stdout}"
+    );
+    stdout
+        .lines()
+        .filter(|l| l.starts_with(' ') && l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| l.split_whitespace().map(|f| f.parse().unwrap()).collect())
+        .collect()
+}
+
+fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn default_run_prints_the_perftest_latency_table() {
+    let (s, c) = pair(&["-n", "300"]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let r = rows(&text(&c.stdout));
+    assert_eq!(r.len(), 1);
+    let row = &r[0];
+    assert_eq!((row[0], row[1]), (2.0, 300.0));
+    let (min, max, typical, avg, stdev, p99, p999) =
+        (row[2], row[3], row[4], row[5], row[6], row[7], row[8]);
+    assert!(
+        min > 0.0 && min <= typical && typical <= p99 && p99 <= p999 && p999 <= max,
+        "{row:?}"
+    );
+    assert!(min <= avg && avg <= max && stdev >= 0.0, "{row:?}");
+    assert!(
+        text(&s.stderr).contains("answered 300 round trips"),
+        "{}",
+        text(&s.stderr)
+    );
+    assert!(text(&c.stderr).contains("RDMA_Write Latency Test"));
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn all_sizes_sweep_with_every_row() {
+    let (s, c) = pair(&["-a", "-n", "5"]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let r = rows(&text(&c.stdout));
+    let sizes: Vec<u64> = r.iter().map(|x| x[0] as u64).collect();
+    assert_eq!(sizes, (1..=23).map(|i| 1u64 << i).collect::<Vec<_>>());
+    assert!(r.iter().all(|x| x[1] == 5.0 && x[2] > 0.0));
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn json_carries_ordered_percentiles_count_and_a_histogram_that_round_trips() {
+    let (s, c) = pair(&["-n", "400", "-s", "64", "--json", "-", "--json-histogram"]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let lines = json_lines(&text(&c.stdout));
+    assert_eq!(lines.len(), 1);
+    let v = &lines[0];
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["kind"], "write_lat");
+    assert_eq!(v["config"]["iters"], 400);
+    assert_eq!(v["local"]["device"], test_device().as_str());
+    assert!(v["clock"]["read_cost_ns"].as_f64().unwrap() > 0.0);
+    let r = &v["result"];
+    assert_eq!(r["bytes"], 64);
+    assert_eq!(r["iterations"], 400, "count = iterations");
+    let f = |k: &str| r[k].as_f64().unwrap();
+    assert!(f("t_min_us") <= f("p50_us"));
+    assert!(f("p50_us") <= f("p90_us") && f("p90_us") <= f("p99_us"));
+    assert!(f("p99_us") <= f("p99_9_us") && f("p99_9_us") <= f("p99_99_us"));
+    assert!(f("p99_99_us") <= f("t_max_us"));
+    assert_eq!(f("t_typical_us"), f("p50_us"));
+    assert_eq!(r["exact_percentiles"], true);
+    let h = engine::lat::histogram_from_base64(v["histogram"].as_str().unwrap()).unwrap();
+    assert_eq!(h.len(), 400);
+    // The histogram holds round trips in ns; the report shows half, in µs.
+    let p99_hist = h.value_at_quantile(0.99) as f64 / 2000.0;
+    assert!(
+        (p99_hist - f("p99_us")).abs() <= 0.01 * f("p99_us") + 0.01,
+        "{p99_hist} vs {}",
+        f("p99_us")
+    );
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn duration_mode_reports_percentiles() {
+    let (s, c) = pair(&["-D", "3", "-f", "1", "--json", "-"]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let v = &json_lines(&text(&c.stdout))[0];
+    let r = &v["result"];
+    assert!(r["iterations"].as_u64().unwrap() > 10, "{r}");
+    for k in ["p50_us", "p90_us", "p99_us", "p99_9_us", "t_stdev_us"] {
+        assert!(r[k].is_number(), "{k} missing in duration mode: {r}");
+    }
+    assert!(r["p99_us"].as_f64().unwrap() >= r["p50_us"].as_f64().unwrap());
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn report_histogram_dumps_every_sample() {
+    let (s, c) = pair(&["-n", "50", "-H"]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let out = text(&c.stdout);
+    assert!(out.contains("#bytes #sample  rtt/2[usec]"), "{out}");
+    let samples = out
+        .lines()
+        .skip_while(|l| !l.starts_with("#bytes #sample"))
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .count();
+    assert_eq!(samples, 50, "{out}");
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn max_latency_verdict_passes_and_fails() {
+    let (_, c) = pair(&[
+        "-n",
+        "200",
+        "--max-latency",
+        "1000000",
+        "--percentile",
+        "p99",
+    ]);
+    assert_eq!(c.status.code(), Some(0), "{}", text(&c.stderr));
+    let out = text(&c.stdout);
+    assert!(
+        out.lines().any(|l| l.starts_with("verdict: PASS p99")),
+        "{out}"
+    );
+
+    let (_, c) = pair(&["-n", "200", "--max-latency", "0.001", "--json", "-"]);
+    assert_eq!(c.status.code(), Some(3), "{}", text(&c.stderr));
+    let lines = json_lines(&text(&c.stdout));
+    let verdict = lines
+        .iter()
+        .find(|v| v["kind"] == "verdict")
+        .expect("verdict line");
+    assert_eq!(verdict["verdict"]["pass"], false);
+    assert_eq!(verdict["verdict"]["percentile"], "median");
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn client_exits_nonzero_within_the_timeout_when_the_server_dies_mid_run() {
+    let dev = test_device();
+    let port = free_port().to_string();
+    let mut s = server(&dev, &port);
+    let c = spawn(&[
+        "-d",
+        &dev,
+        "-p",
+        &port,
+        "--timeout",
+        "4",
+        "-n",
+        "100000000",
+        "127.0.0.1",
+    ]);
+    thread::sleep(Duration::from_secs(4));
+    s.kill().unwrap();
+    s.wait().unwrap();
+    let killed = Instant::now();
+    let out = wait_bounded(c, Duration::from_secs(30), "client");
+    assert!(!out.status.success());
+    assert!(
+        killed.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        killed.elapsed()
+    );
+    assert!(text(&out.stderr).contains("error"), "{}", text(&out.stderr));
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn bad_flags_exit_2_naming_them() {
+    let dev = test_device();
+    let port = free_port().to_string();
+    let cases: &[(&[&str], &str)] = &[
+        (&["-s", "0"], "--size"),
+        (&["-n", "2"], "--iters"),
+        (&["-I", "100000"], "--inline-size"),
+        (&["-m", "4096"], "--mtu"),
+        (&["-x", "99"], "--gid-index"),
+        (&["--max-latency=0"], "--max-latency"),
+        (&["--percentile", "p42"], "--percentile"),
+    ];
+    for (args, flag) in cases {
+        let mut all = vec!["-d", dev.as_str(), "-p", &port, "--timeout", "2"];
+        all.extend_from_slice(args);
+        all.push("127.0.0.1");
+        let out = wait_bounded(spawn(&all), Duration::from_secs(20), "client");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: expected {flag} in {err}");
+        assert!(!err.contains("cannot connect"), "{args:?}: {err}");
+    }
+}
