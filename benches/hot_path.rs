@@ -1,0 +1,171 @@
+//! Criterion benches of the hot paths: recording a latency sample, the
+//! handshake codec, the report writers, and — when `RDMAPERF_TEST_DEVICE`
+//! names a device (inside the soft-RoCE VM: `scripts/vm-run -- cargo bench`
+//! or the built bench binary) — one post-and-poll round trip on a connected
+//! QP pair.
+//!
+//! Run: `cargo bench` (host groups), or inside the VM for the device group.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use engine::bw::{BwResult, Measurement, Table, Unit};
+use engine::lat::{LatRecorder, LatStats, LatTable};
+use engine::wire::{self, Message, QpInfo, SideInfo};
+use verbs::{
+    AccessFlags, BoundQueuePair, ConnectOptions, Context, QueuePairCaps, RdmaWrite, WorkCompletion,
+};
+
+fn stats_path(c: &mut Criterion) {
+    let mut rec = LatRecorder::new(1 << 20);
+    let mut x = 12_345u64;
+    c.bench_function("lat_record_sample", |b| {
+        b.iter(|| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            rec.record(black_box(20_000 + (x >> 50)));
+        })
+    });
+    let mut full = LatRecorder::new(100_000);
+    for i in 0..100_000u64 {
+        full.record(20_000 + (i * 7919) % 5_000);
+    }
+    c.bench_function("lat_stats_100k_samples", |b| {
+        b.iter(|| black_box(full.stats(2)))
+    });
+}
+
+fn qps(n: usize) -> Vec<QpInfo> {
+    (0..n)
+        .map(|i| QpInfo {
+            qpn: 0x11 + i as u32,
+            psn: 0xabcdef,
+            lid: 0,
+            gid: [
+                0xfe, 0x80, 0, 0, 0, 0, 0, 0, 2, 0x24, 0x13, 0xff, 0xfe, 0xc5, 0x51, 0x8f,
+            ],
+            rkey: 0x1234,
+            addr: 0x7f00_0000_0000 + (i as u64) * 65536,
+            len: 65536,
+        })
+        .collect()
+}
+
+fn codec(c: &mut Criterion) {
+    let side = SideInfo {
+        device: "mlx5_0".into(),
+        port: 1,
+        gid_index: Some(3),
+        gid: [0; 16],
+        mtu: 4096,
+        link_layer: "Ethernet".into(),
+        rate: Some("400 Gb/sec (4X NDR)".into()),
+    };
+    let hello = Message::Hello {
+        test: "write_bw".into(),
+        config: serde_json::to_value(engine::config::BwConfig::default()).unwrap(),
+        side,
+        qps: qps(16),
+    };
+    let frame = wire::encode(&hello).unwrap();
+    c.bench_function("wire_encode_hello_16_qps", |b| {
+        b.iter(|| black_box(wire::encode(black_box(&hello)).unwrap()))
+    });
+    c.bench_function("wire_decode_hello_16_qps", |b| {
+        b.iter(|| black_box(wire::decode(black_box(&frame)).unwrap()))
+    });
+    let barrier = wire::encode(&Message::Barrier { phase: 7 }).unwrap();
+    c.bench_function("wire_decode_barrier", |b| {
+        b.iter(|| black_box(wire::decode(black_box(&barrier)).unwrap()))
+    });
+}
+
+fn reports(c: &mut Criterion) {
+    let r = BwResult::from_measurement(&Measurement {
+        size: 65536,
+        iterations: 5000,
+        messages: 5000,
+        elapsed_ns: 13_000_000,
+        peak_msgs_per_sec: Some(390_000.0),
+        cpu_ns: 13_000_000,
+        wall_ns: 13_100_000,
+    });
+    c.bench_function("bw_table_row", |b| {
+        b.iter(|| black_box(Table::<Vec<u8>>::row(black_box(&r), Unit::MibPerSec, true)))
+    });
+    c.bench_function("bw_json_result", |b| {
+        b.iter(|| black_box(serde_json::to_string(black_box(&r)).unwrap()))
+    });
+    let mut rec = LatRecorder::new(1000);
+    for i in 0..1000u64 {
+        rec.record(2_000 + i);
+    }
+    let s: LatStats = rec.stats(2);
+    c.bench_function("lat_table_row", |b| {
+        b.iter(|| black_box(LatTable::<Vec<u8>>::row(black_box(&s))))
+    });
+}
+
+/// One RDMA WRITE of 2 bytes posted and its completion polled, on a QP
+/// pair connected to itself through the device.
+fn post_and_poll(c: &mut Criterion) {
+    let Ok(dev) = std::env::var("RDMAPERF_TEST_DEVICE") else {
+        eprintln!("post_and_poll: skipped (set RDMAPERF_TEST_DEVICE, e.g. inside scripts/vm-run)");
+        return;
+    };
+    let ctx = Context::open(&dev).expect("open device");
+    let port = ctx.query_port(1).expect("port 1");
+    let gid_index = port.link_layer.is_ethernet().then_some(0);
+    let mk = || {
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(64).unwrap();
+        let mr = pd
+            .allocate(4096, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)
+            .unwrap();
+        let caps = QueuePairCaps {
+            max_send_wr: 16,
+            max_inline_data: 64,
+            ..QueuePairCaps::default()
+        };
+        let qp = pd.create_rc_qp(&cq, &cq, &caps).unwrap();
+        (cq, BoundQueuePair::new(qp, Arc::new(mr)).unwrap())
+    };
+    let (cq_a, mut a) = mk();
+    let (_cq_b, mut b) = mk();
+    let ea = a.qp().endpoint(1, gid_index, 1).unwrap();
+    let eb = b.qp().endpoint(1, gid_index, 2).unwrap();
+    let opts = |psn| ConnectOptions {
+        port: 1,
+        gid_index,
+        mtu: port.active_mtu,
+        psn,
+        ..ConnectOptions::default()
+    };
+    a.qp_mut().connect(&opts(1), &eb).unwrap();
+    b.qp_mut().connect(&opts(2), &ea).unwrap();
+    let remote = b.source().remote();
+    let write = RdmaWrite::new(1, a.source().sge(0..2).unwrap(), remote)
+        .unwrap()
+        .inline(true);
+    let mut wc = [WorkCompletion::default()];
+    let mut group = c.benchmark_group("device");
+    group.measurement_time(Duration::from_secs(5));
+    group.bench_function("post_and_poll_2B_inline_write", |bch| {
+        bch.iter(|| {
+            a.post_send(&write).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                if cq_a.poll(&mut wc).unwrap() == 1 {
+                    assert!(wc[0].is_success());
+                    break;
+                }
+                assert!(Instant::now() < deadline, "no completion within 5 s");
+            }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, stats_path, codec, reports, post_and_poll);
+criterion_main!(benches);
