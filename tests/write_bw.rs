@@ -27,12 +27,36 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// Kills the child when dropped unwaited (a failing test must not leave a
+/// spinning peer behind to starve the next test).
+struct Reaper(Option<Child>);
+
+impl Reaper {
+    /// Kills the process now and reaps it.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
 /// Waits for a child with a bound; kills it and panics when it is exceeded.
-fn wait_bounded(mut child: Child, limit: Duration, what: &str) -> Output {
+fn wait_bounded(mut proc: Reaper, limit: Duration, what: &str) -> Output {
+    let mut child = proc.0.take().expect("process already reaped");
     let start = Instant::now();
     loop {
         if child.try_wait().unwrap().is_some() {
@@ -51,14 +75,16 @@ fn wait_bounded(mut child: Child, limit: Duration, what: &str) -> Output {
     }
 }
 
-fn spawn(args: &[&str]) -> Child {
-    Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn write_bw")
+fn spawn(args: &[&str]) -> Reaper {
+    Reaper(Some(
+        Command::new(bin())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn write_bw"),
+    ))
 }
 
 /// `--timeout 10` unless the test sets its own.
@@ -70,7 +96,7 @@ fn with_default_timeout<'a>(mut args: Vec<&'a str>, extra: &[&'a str]) -> Vec<&'
     args
 }
 
-fn server(dev: &str, port: u16, extra: &[&str]) -> Child {
+fn server(dev: &str, port: u16, extra: &[&str]) -> Reaper {
     let port = port.to_string();
     let base = vec![
         "-d",
@@ -85,7 +111,7 @@ fn server(dev: &str, port: u16, extra: &[&str]) -> Child {
     spawn(&with_default_timeout(base, extra))
 }
 
-fn client(dev: &str, port: u16, extra: &[&str]) -> Child {
+fn client(dev: &str, port: u16, extra: &[&str]) -> Reaper {
     let port = port.to_string();
     let mut args = with_default_timeout(vec!["-d", dev, "-p", &port], extra);
     args.push("127.0.0.1");
@@ -349,9 +375,8 @@ fn client_exits_nonzero_within_the_timeout_when_the_server_dies_mid_run() {
     let mut s = server(&dev, port, &[]);
     let c = client(&dev, port, &["-n", "1000000", "--timeout", "4"]);
     thread::sleep(Duration::from_secs(4));
-    s.kill().unwrap();
+    s.kill();
     let killed = Instant::now();
-    s.wait().unwrap();
     let out = wait_bounded(c, Duration::from_secs(30), "client");
     assert!(
         !out.status.success(),

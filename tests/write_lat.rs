@@ -19,21 +19,47 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// Kills the child when dropped unwaited (a failing test must not leave a
+/// spinning peer behind to starve the next test).
+struct Reaper(Option<Child>);
+
+impl Reaper {
+    /// Kills the process now and reaps it.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn spawn(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_write_lat"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn write_lat")
+fn spawn(args: &[&str]) -> Reaper {
+    Reaper(Some(
+        Command::new(env!("CARGO_BIN_EXE_write_lat"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn write_lat"),
+    ))
 }
 
-fn wait_bounded(mut child: Child, limit: Duration, what: &str) -> Output {
+fn wait_bounded(mut proc: Reaper, limit: Duration, what: &str) -> Output {
+    let mut child = proc.0.take().expect("process already reaped");
     let start = Instant::now();
     loop {
         if child.try_wait().unwrap().is_some() {
@@ -52,7 +78,7 @@ fn wait_bounded(mut child: Child, limit: Duration, what: &str) -> Output {
     }
 }
 
-fn server(dev: &str, port: &str) -> Child {
+fn server(dev: &str, port: &str) -> Reaper {
     spawn(&[
         "-d",
         dev,
@@ -265,8 +291,7 @@ fn client_exits_nonzero_within_the_timeout_when_the_server_dies_mid_run() {
         "127.0.0.1",
     ]);
     thread::sleep(Duration::from_secs(4));
-    s.kill().unwrap();
-    s.wait().unwrap();
+    s.kill();
     let killed = Instant::now();
     let out = wait_bounded(c, Duration::from_secs(30), "client");
     assert!(!out.status.success());
