@@ -9,82 +9,14 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Output;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::test_device;
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_write_bw")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Kills the child when dropped unwaited (a failing test must not leave a
-/// spinning peer behind to starve the next test).
-struct Reaper(Option<Child>);
-
-impl Reaper {
-    /// Kills the process now and reaps it.
-    fn kill(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            c.kill().unwrap();
-            c.wait().unwrap();
-        }
-    }
-}
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Waits for a child with a bound; kills it and panics when it is exceeded.
-fn wait_bounded(mut proc: Reaper, limit: Duration, what: &str) -> Output {
-    let mut child = proc.0.take().expect("process already reaped");
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{what} did not exit within {limit:?}\nstdout:\n{}\nstderr:\n{}",
-                text(&out.stdout),
-                text(&out.stderr)
-            );
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-}
+use support::{Reaper, free_port, test_device, text};
 
 fn spawn(args: &[&str]) -> Reaper {
-    Reaper(Some(
-        Command::new(bin())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn write_bw"),
-    ))
+    Reaper::spawn(env!("CARGO_BIN_EXE_write_bw"), args)
 }
 
 /// `--timeout 10` unless the test sets its own.
@@ -125,8 +57,8 @@ fn pair(args: &[&str], server_extra: &[&str]) -> (Output, Output) {
     let port = free_port();
     let s = server(&dev, port, server_extra);
     let c = client(&dev, port, args);
-    let c = wait_bounded(c, Duration::from_secs(120), "client");
-    let s = wait_bounded(s, Duration::from_secs(30), "server");
+    let c = c.wait_bounded(Duration::from_secs(120), "client");
+    let s = s.wait_bounded(Duration::from_secs(30), "server");
     (s, c)
 }
 
@@ -357,7 +289,7 @@ fn client_fails_within_the_timeout_when_nothing_listens() {
     let dev = test_device();
     let start = Instant::now();
     let c = client(&dev, free_port(), &["--timeout", "2", "-n", "100"]);
-    let out = wait_bounded(c, Duration::from_secs(20), "client");
+    let out = c.wait_bounded(Duration::from_secs(20), "client");
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(start.elapsed() < Duration::from_secs(10));
     assert!(
@@ -377,7 +309,7 @@ fn client_exits_nonzero_within_the_timeout_when_the_server_dies_mid_run() {
     thread::sleep(Duration::from_secs(4));
     s.kill();
     let killed = Instant::now();
-    let out = wait_bounded(c, Duration::from_secs(30), "client");
+    let out = c.wait_bounded(Duration::from_secs(30), "client");
     assert!(
         !out.status.success(),
         "client succeeded against a dead server"
@@ -428,7 +360,7 @@ fn client_rejects_a_garbage_or_old_version_server_clearly() {
             thread::sleep(Duration::from_secs(3));
         });
         let c = client(&dev, port, &["--timeout", "5", "-n", "100"]);
-        let out = wait_bounded(c, Duration::from_secs(30), "client");
+        let out = c.wait_bounded(Duration::from_secs(30), "client");
         fake.join().unwrap();
         assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
         let err = text(&out.stderr);
@@ -452,7 +384,7 @@ fn server_rejects_garbage_and_oversized_tests_and_says_why() {
         }
     };
     sock.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
-    let out = wait_bounded(s, Duration::from_secs(20), "server");
+    let out = s.wait_bounded(Duration::from_secs(20), "server");
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("magic"), "{}", text(&out.stderr));
 
@@ -493,7 +425,7 @@ fn each_bad_flag_exits_2_naming_it_before_any_traffic() {
         let mut all = vec!["-d", dev.as_str(), "-p", &port, "--timeout", "2"];
         all.extend_from_slice(args);
         all.push("127.0.0.1");
-        let out = wait_bounded(spawn(&all), Duration::from_secs(20), "client");
+        let out = spawn(&all).wait_bounded(Duration::from_secs(20), "client");
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(flag), "{args:?}: expected {flag} in {err}");
@@ -503,11 +435,8 @@ fn each_bad_flag_exits_2_naming_it_before_any_traffic() {
             "{args:?} tried to connect: {err}"
         );
     }
-    let out = wait_bounded(
-        spawn(&["-d", "nosuch0", "-p", &port, "127.0.0.1"]),
-        Duration::from_secs(20),
-        "client",
-    );
+    let out = spawn(&["-d", "nosuch0", "-p", &port, "127.0.0.1"])
+        .wait_bounded(Duration::from_secs(20), "client");
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(err.contains("nosuch0") && err.contains(&dev), "{err}");

@@ -4,78 +4,14 @@
 
 mod support;
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Output;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::test_device;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Kills the child when dropped unwaited (a failing test must not leave a
-/// spinning peer behind to starve the next test).
-struct Reaper(Option<Child>);
-
-impl Reaper {
-    /// Kills the process now and reaps it.
-    fn kill(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            c.kill().unwrap();
-            c.wait().unwrap();
-        }
-    }
-}
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use support::{Reaper, free_port, test_device, text};
 
 fn spawn(args: &[&str]) -> Reaper {
-    Reaper(Some(
-        Command::new(env!("CARGO_BIN_EXE_write_lat"))
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn write_lat"),
-    ))
-}
-
-fn wait_bounded(mut proc: Reaper, limit: Duration, what: &str) -> Output {
-    let mut child = proc.0.take().expect("process already reaped");
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{what} did not exit within {limit:?}\n{}\n{}",
-                text(&out.stdout),
-                text(&out.stderr)
-            );
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
+    Reaper::spawn(env!("CARGO_BIN_EXE_write_lat"), args)
 }
 
 fn server(dev: &str, port: &str) -> Reaper {
@@ -99,12 +35,12 @@ fn pair(args: &[&str]) -> (Output, Output) {
     let s = server(&dev, &port);
     let mut all = vec!["-d", dev.as_str(), "-p", &port];
     if !args.contains(&"--timeout") {
-        all.extend_from_slice(&["--timeout", "10"]);
+        all.extend_from_slice(&["--timeout", "20"]);
     }
     all.extend_from_slice(args);
     all.push("127.0.0.1");
-    let c = wait_bounded(spawn(&all), Duration::from_secs(180), "client");
-    let s = wait_bounded(s, Duration::from_secs(30), "server");
+    let c = spawn(&all).wait_bounded(Duration::from_secs(180), "client");
+    let s = s.wait_bounded(Duration::from_secs(30), "server");
     (s, c)
 }
 
@@ -293,7 +229,7 @@ fn client_exits_nonzero_within_the_timeout_when_the_server_dies_mid_run() {
     thread::sleep(Duration::from_secs(4));
     s.kill();
     let killed = Instant::now();
-    let out = wait_bounded(c, Duration::from_secs(30), "client");
+    let out = c.wait_bounded(Duration::from_secs(30), "client");
     assert!(!out.status.success());
     assert!(
         killed.elapsed() < Duration::from_secs(15),
@@ -321,7 +257,7 @@ fn bad_flags_exit_2_naming_them() {
         let mut all = vec!["-d", dev.as_str(), "-p", &port, "--timeout", "2"];
         all.extend_from_slice(args);
         all.push("127.0.0.1");
-        let out = wait_bounded(spawn(&all), Duration::from_secs(20), "client");
+        let out = spawn(&all).wait_bounded(Duration::from_secs(20), "client");
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(flag), "{args:?}: expected {flag} in {err}");

@@ -200,3 +200,75 @@ pub fn resource_counts(device: &str) -> serde_json::Map<String, serde_json::Valu
     counts.remove("ifname");
     counts
 }
+
+/// A free TCP port on loopback (bound and released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Lossy UTF-8 of a process's output.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A spawned binary that is killed when dropped unwaited (a failing test
+/// must not leave a spinning peer behind to starve the next test).
+pub struct Reaper(Option<std::process::Child>);
+
+impl Reaper {
+    /// Spawns `bin` with `args`, stdout and stderr captured.
+    pub fn spawn(bin: &str, args: &[&str]) -> Self {
+        Self(Some(
+            std::process::Command::new(bin)
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| panic!("spawn {bin}: {e}")),
+        ))
+    }
+
+    /// Kills the process now and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    /// Waits for the process with a bound; kills it and panics (showing its
+    /// output) when the bound is exceeded.
+    pub fn wait_bounded(mut self, limit: Duration, what: &str) -> std::process::Output {
+        let mut child = self.0.take().expect("process already reaped");
+        let start = Instant::now();
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                return child.wait_with_output().unwrap();
+            }
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!(
+                    "{what} did not exit within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                    text(&out.stdout),
+                    text(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
