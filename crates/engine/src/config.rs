@@ -98,6 +98,68 @@ impl Default for BwConfig {
     }
 }
 
+/// Checks what every test shares: sizes, iterations or duration, MTU.
+///
+/// # Errors
+/// The first violated limit, naming its flag.
+pub fn validate_run(
+    sizes: &[u64],
+    iters: u64,
+    duration: Option<DurationMode>,
+    mtu: Option<u32>,
+) -> Result<(), ConfigError> {
+    if sizes.is_empty() {
+        return Err(bad("-s/--size", "no message size given"));
+    }
+    if let Some(&s) = sizes.iter().find(|&&s| s == 0 || s > MAX_SIZE) {
+        return Err(bad(
+            "-s/--size",
+            format!("message size {s} is outside 1..={MAX_SIZE} bytes"),
+        ));
+    }
+    match duration {
+        None if iters < MIN_ITERS => {
+            return Err(bad(
+                "-n/--iters",
+                format!("{iters} iterations; at least {MIN_ITERS}"),
+            ));
+        }
+        None => {}
+        Some(d) => {
+            if !(d.seconds.is_finite() && d.seconds > 0.0) {
+                return Err(bad(
+                    "-D/--duration",
+                    "duration must be a positive number of seconds",
+                ));
+            }
+            if !(d.margin.is_finite() && d.margin >= 0.0) {
+                return Err(bad("-f/--margin", "margin must be zero or more seconds"));
+            }
+            if d.seconds <= 2.0 * d.margin {
+                return Err(bad(
+                    "-D/--duration",
+                    format!(
+                        "duration {}s must exceed twice the margin ({}s) so something is measured",
+                        d.seconds, d.margin
+                    ),
+                ));
+            }
+            if sizes.len() > 1 {
+                return Err(bad("-D/--duration", "cannot be combined with -a/--all"));
+            }
+        }
+    }
+    if let Some(m) = mtu
+        && ![256, 512, 1024, 2048, 4096].contains(&m)
+    {
+        return Err(bad(
+            "-m/--mtu",
+            format!("MTU {m} is not one of 256, 512, 1024, 2048, 4096"),
+        ));
+    }
+    Ok(())
+}
+
 /// The `-a` sweep: 2 B to 8 MiB in powers of two.
 pub fn sweep_sizes() -> Vec<u64> {
     (1..=23).map(|i| 1u64 << i).collect()
@@ -109,17 +171,7 @@ impl BwConfig {
     /// # Errors
     /// The first violated limit, naming its flag.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.sizes.is_empty() {
-            return Err(bad("-s/--size", "no message size given"));
-        }
-        for &s in &self.sizes {
-            if s == 0 || s > MAX_SIZE {
-                return Err(bad(
-                    "-s/--size",
-                    format!("message size {s} is outside 1..={MAX_SIZE} bytes"),
-                ));
-            }
-        }
+        validate_run(&self.sizes, self.iters, self.duration, self.mtu)?;
         if self.qps == 0 || self.qps > MAX_QPS {
             return Err(bad(
                 "-q/--qp",
@@ -172,55 +224,14 @@ impl BwConfig {
                 ),
             ));
         }
-        match self.duration {
-            None => {
-                if self.iters < MIN_ITERS {
-                    return Err(bad(
-                        "-n/--iters",
-                        format!("{} iterations; at least {MIN_ITERS}", self.iters),
-                    ));
-                }
-                if self.iters % u64::from(self.post_list) != 0 {
-                    return Err(bad(
-                        "-n/--iters",
-                        format!(
-                            "{} iterations is not a multiple of the post list {}",
-                            self.iters, self.post_list
-                        ),
-                    ));
-                }
-            }
-            Some(d) => {
-                if !(d.seconds.is_finite() && d.seconds > 0.0) {
-                    return Err(bad(
-                        "-D/--duration",
-                        "duration must be a positive number of seconds",
-                    ));
-                }
-                if !(d.margin.is_finite() && d.margin >= 0.0) {
-                    return Err(bad("-f/--margin", "margin must be zero or more seconds"));
-                }
-                if d.seconds <= 2.0 * d.margin {
-                    return Err(bad(
-                        "-D/--duration",
-                        format!(
-                            "duration {}s must exceed twice the margin ({}s) so something is measured",
-                            d.seconds, d.margin
-                        ),
-                    ));
-                }
-                if self.sizes.len() > 1 {
-                    return Err(bad("-D/--duration", "cannot be combined with -a/--all"));
-                }
-            }
-        }
-        if let Some(m) = self.mtu {
-            if ![256, 512, 1024, 2048, 4096].contains(&m) {
-                return Err(bad(
-                    "-m/--mtu",
-                    format!("MTU {m} is not one of 256, 512, 1024, 2048, 4096"),
-                ));
-            }
+        if self.duration.is_none() && self.iters % u64::from(self.post_list) != 0 {
+            return Err(bad(
+                "-n/--iters",
+                format!(
+                    "{} iterations is not a multiple of the post list {}",
+                    self.iters, self.post_list
+                ),
+            ));
         }
         Ok(())
     }

@@ -29,14 +29,7 @@ use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerial
 use serde::{Deserialize, Serialize};
 
 use crate::bw::{RESULT_LINE, SCHEMA_VERSION};
-use crate::config::{CACHE_LINE, ConfigError, DurationMode, MAX_SIZE, MIN_ITERS};
-
-fn bad(flag: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        flag,
-        message: message.into(),
-    }
-}
+use crate::config::{CACHE_LINE, ConfigError, DurationMode, validate_run};
 
 /// Configuration of an RDMA WRITE latency test, sent by the client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,59 +66,7 @@ impl LatConfig {
     /// # Errors
     /// The first violated limit, naming its flag.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.sizes.is_empty() {
-            return Err(bad("-s/--size", "no message size given"));
-        }
-        for &s in &self.sizes {
-            if s == 0 || s > MAX_SIZE {
-                return Err(bad(
-                    "-s/--size",
-                    format!("message size {s} is outside 1..={MAX_SIZE} bytes"),
-                ));
-            }
-        }
-        match self.duration {
-            None => {
-                if self.iters < MIN_ITERS {
-                    return Err(bad(
-                        "-n/--iters",
-                        format!("{} iterations; at least {MIN_ITERS}", self.iters),
-                    ));
-                }
-            }
-            Some(d) => {
-                if !(d.seconds.is_finite() && d.seconds > 0.0) {
-                    return Err(bad(
-                        "-D/--duration",
-                        "duration must be a positive number of seconds",
-                    ));
-                }
-                if !(d.margin.is_finite() && d.margin >= 0.0) {
-                    return Err(bad("-f/--margin", "margin must be zero or more seconds"));
-                }
-                if d.seconds <= 2.0 * d.margin {
-                    return Err(bad(
-                        "-D/--duration",
-                        format!(
-                            "duration {}s must exceed twice the margin ({}s) so something is measured",
-                            d.seconds, d.margin
-                        ),
-                    ));
-                }
-                if self.sizes.len() > 1 {
-                    return Err(bad("-D/--duration", "cannot be combined with -a/--all"));
-                }
-            }
-        }
-        if let Some(m) = self.mtu {
-            if ![256, 512, 1024, 2048, 4096].contains(&m) {
-                return Err(bad(
-                    "-m/--mtu",
-                    format!("MTU {m} is not one of 256, 512, 1024, 2048, 4096"),
-                ));
-            }
-        }
-        Ok(())
+        validate_run(&self.sizes, self.iters, self.duration, self.mtu)
     }
 
     /// Largest message size of the run.
@@ -734,6 +675,7 @@ pub fn dump_samples(out: &mut dyn Write, bytes: u64, samples_ns: &[u64]) -> io::
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{MAX_SIZE, MIN_ITERS};
 
     fn recorder(rtts: &[u64], keep: usize) -> LatRecorder {
         let mut r = LatRecorder::new(keep);
