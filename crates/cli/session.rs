@@ -4,11 +4,158 @@
 use std::io::{self, IsTerminal};
 use std::path::Path;
 
+use std::time::Duration;
+
 use anyhow::anyhow;
 use engine::link;
-use engine::wire::{Message, SideInfo};
+use engine::wire::{Message, QpInfo, SideInfo};
+use verbs::Mtu;
 
+use crate::oob::Channel;
 use crate::setup::Port;
+
+/// Parses a byte count flag value (`65536`, `64K`, `1M`).
+///
+/// # Errors
+/// A message naming the text.
+pub fn size_arg(s: &str) -> Result<u64, String> {
+    engine::config::parse_size(s)
+}
+
+/// Parses a positive number of seconds.
+///
+/// # Errors
+/// A message naming the text.
+pub fn seconds_arg(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("{s:?} must be a positive number of seconds"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// Client: sends the test and its side, returns the server's side, QPs and
+/// the MTU it chose.
+///
+/// # Errors
+/// A rejection (with the server's reason), a protocol or channel error.
+pub fn client_hello(
+    ch: &mut Channel,
+    test: &str,
+    config: serde_json::Value,
+    side: SideInfo,
+    qps: Vec<QpInfo>,
+) -> anyhow::Result<(SideInfo, Vec<QpInfo>, Mtu)> {
+    ch.send(&Message::Hello {
+        test: test.into(),
+        config,
+        side,
+        qps,
+    })?;
+    match ch.recv("the server's answer")? {
+        Message::Accept { side, qps, mtu } => {
+            let mtu =
+                Mtu::from_bytes(mtu).ok_or_else(|| anyhow!("server chose an invalid MTU {mtu}"))?;
+            Ok((side, qps, mtu))
+        }
+        other => Err(expect_msg(other, "accept")),
+    }
+}
+
+/// Both sides: the barrier that starts phase `phase` (the client sends
+/// first, the server answers).
+///
+/// # Errors
+/// A protocol or channel error.
+pub fn client_barrier(ch: &mut Channel, phase: u32) -> anyhow::Result<()> {
+    ch.send(&Message::Barrier { phase })?;
+    match ch.recv("the start barrier")? {
+        Message::Barrier { phase: p } if p == phase => Ok(()),
+        other => Err(expect_msg(other, "barrier")),
+    }
+}
+
+/// Client: the closing `Bye` exchange.
+///
+/// # Errors
+/// A protocol or channel error.
+pub fn client_goodbye(ch: &mut Channel) -> anyhow::Result<()> {
+    ch.send(&Message::Bye)?;
+    match ch.recv("goodbye")? {
+        Message::Bye => Ok(()),
+        other => Err(expect_msg(other, "bye")),
+    }
+}
+
+/// Server: what the client asked for.
+#[derive(Debug)]
+pub struct Hello {
+    /// The test configuration, to be decoded by the test.
+    pub config: serde_json::Value,
+    /// The client's side.
+    pub side: SideInfo,
+    /// The client's QPs.
+    pub qps: Vec<QpInfo>,
+}
+
+/// Server: receives the client's `Hello` for `test` (rejecting any other
+/// test).
+///
+/// # Errors
+/// A protocol or channel error, or the wrong test (after telling the client).
+pub fn server_hello(ch: &mut Channel, test: &str) -> anyhow::Result<Hello> {
+    match ch.recv("the client's test")? {
+        Message::Hello {
+            test: asked,
+            config,
+            side,
+            qps,
+        } => {
+            if asked != test {
+                return Err(reject(
+                    ch,
+                    format!("this server runs {test}, the client asked for {asked:?}"),
+                ));
+            }
+            Ok(Hello { config, side, qps })
+        }
+        other => Err(expect_msg(other, "hello")),
+    }
+}
+
+/// Server: tells the client why its test is refused, and returns the
+/// error for this side.
+pub fn reject(ch: &mut Channel, reason: String) -> anyhow::Error {
+    let _ = ch.send(&Message::Reject {
+        reason: reason.clone(),
+    });
+    anyhow!("refused the client's test: {reason}")
+}
+
+/// Server: the path MTU, the smaller of both active MTUs, refusing a
+/// requested `-m` above ours.
+///
+/// # Errors
+/// The rejection, after telling the client.
+pub fn server_mtu(
+    ch: &mut Channel,
+    port: &Port,
+    requested: Option<u32>,
+    client_mtu: u32,
+) -> anyhow::Result<Mtu> {
+    let ours = port.attr.active_mtu;
+    if let Some(req) = requested
+        && req > ours.bytes()
+    {
+        return Err(reject(
+            ch,
+            format!("-m/--mtu {req} exceeds the server's active MTU {ours}"),
+        ));
+    }
+    Ok(ours.min(Mtu::from_bytes(client_mtu).unwrap_or(Mtu::Mtu256)))
+}
 
 /// Describes a side in JSON reports.
 pub fn side_json(s: &SideInfo) -> serde_json::Value {

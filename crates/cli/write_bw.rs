@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, bail};
 use clap::Parser;
 use engine::bw::{BwResult, BwWriter, JsonLines, Table, Unit};
-use engine::config::{BwConfig, DEFAULT_PORT, DurationMode, parse_size, sweep_sizes};
+use engine::config::{BwConfig, DEFAULT_PORT, DurationMode, sweep_sizes};
 use engine::gid::to_perftest_string;
 use engine::link::{self, ExpectRate, LinkRate, Verdict, VerdictInput};
 use engine::wire::{Message, QpInfo, SideInfo};
@@ -16,26 +16,15 @@ use verbs::Mtu;
 
 use crate::bw::{BwSide, Layout};
 use crate::oob::Channel;
-use crate::session::{expect_msg, progress, side_json, sysfs_rate};
+use crate::session::{
+    Hello, client_barrier, client_goodbye, client_hello, expect_msg, progress, reject, seconds_arg,
+    server_hello, server_mtu, side_json, size_arg, sysfs_rate,
+};
 use crate::setup::{Port, open_port};
 use crate::{DeviceArgs, UsageError};
 
 /// Exit code of a run whose link verdict is FAIL.
 pub const EXIT_VERDICT_FAIL: u8 = 3;
-
-fn size_arg(s: &str) -> Result<u64, String> {
-    parse_size(s)
-}
-
-fn seconds_arg(s: &str) -> Result<Duration, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!("{s:?} must be a positive number of seconds"));
-    }
-    Ok(Duration::from_secs_f64(v))
-}
 
 /// RDMA WRITE bandwidth test (ib_write_bw equivalent). Run without SERVER
 /// on one host (the server), with SERVER on the other (the client). The
@@ -364,32 +353,23 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
 
     let mut ch = Channel::connect(server, cli.port, cli.timeout)?;
     let result = (|| -> anyhow::Result<u8> {
-        ch.send(&Message::Hello {
-            test: "write_bw".into(),
-            config: serde_json::to_value(&cfg)?,
-            side: SideInfo {
+        let (remote_side, remote_qps, mtu) = client_hello(
+            &mut ch,
+            "write_bw",
+            serde_json::to_value(&cfg)?,
+            SideInfo {
                 mtu: mtu.bytes(),
                 ..local_side.clone()
             },
-            qps: local_qps.clone(),
-        })?;
-        let (remote_side, remote_qps, mtu) = match ch.recv("the server's answer")? {
-            Message::Accept { side, qps, mtu } => (side, qps, mtu),
-            other => return Err(expect_msg(other, "accept")),
-        };
-        let mtu =
-            Mtu::from_bytes(mtu).ok_or_else(|| anyhow!("server chose an invalid MTU {mtu}"))?;
+            local_qps.clone(),
+        )?;
         side.connect(&remote_qps, mtu)?;
         banner("client", &cfg, &side.port, mtu, &local_qps, &remote_qps);
         out.begin()?;
         let mut best_gbps: f64 = 0.0;
         for (phase, &size) in cfg.sizes.iter().enumerate() {
             let phase = phase as u32;
-            ch.send(&Message::Barrier { phase })?;
-            match ch.recv("the start barrier")? {
-                Message::Barrier { phase: p } if p == phase => {}
-                other => return Err(expect_msg(other, "barrier")),
-            }
+            client_barrier(&mut ch, phase)?;
             progress(&format!("write_bw: {size} B ..."));
             let measured = ch.with_heartbeat(|| side.run(&cfg, size, &remote_qps, cli.timeout))?;
             let measured = match measured {
@@ -428,11 +408,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
             out.result(&shown, &ctx)?;
         }
         out.end()?;
-        ch.send(&Message::Bye)?;
-        match ch.recv("goodbye")? {
-            Message::Bye => {}
-            other => return Err(expect_msg(other, "bye")),
-        }
+        client_goodbye(&mut ch)?;
         if let Some(w) = watch {
             let verdict = w.finish(
                 cli,
@@ -502,27 +478,11 @@ fn run_server(cli: &Cli) -> anyhow::Result<u8> {
 }
 
 fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyhow::Result<u8> {
-    let (test, config, client_side, client_qps) = match ch.recv("the client's test")? {
-        Message::Hello {
-            test,
-            config,
-            side,
-            qps,
-        } => (test, config, side, qps),
-        other => return Err(expect_msg(other, "hello")),
-    };
-    let reject = |ch: &mut Channel, reason: String| -> anyhow::Error {
-        let _ = ch.send(&Message::Reject {
-            reason: reason.clone(),
-        });
-        anyhow!("refused the client's test: {reason}")
-    };
-    if test != "write_bw" {
-        return Err(reject(
-            ch,
-            format!("this server runs write_bw, the client asked for {test:?}"),
-        ));
-    }
+    let Hello {
+        config,
+        side: client_side,
+        qps: client_qps,
+    } = server_hello(ch, "write_bw")?;
     let cfg: BwConfig = match serde_json::from_value(config) {
         Ok(c) => c,
         Err(e) => return Err(reject(ch, format!("malformed configuration: {e}"))),
@@ -540,17 +500,7 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
             ),
         ));
     }
-    let ours = port.attr.active_mtu;
-    let theirs = Mtu::from_bytes(client_side.mtu).unwrap_or(Mtu::Mtu256);
-    if let Some(req) = cfg.mtu {
-        if req > ours.bytes() {
-            return Err(reject(
-                ch,
-                format!("-m/--mtu {req} exceeds the server's active MTU {ours}"),
-            ));
-        }
-    }
-    let mtu = ours.min(theirs);
+    let mtu = server_mtu(ch, &port, cfg.mtu, client_side.mtu)?;
     let mut side = match BwSide::create(port, &Layout::for_bw(&cfg, cfg.bidirectional)) {
         Ok(s) => s,
         Err(e) => return Err(reject(ch, format!("server cannot set up the test: {e:#}"))),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 use clap::Parser;
-use engine::config::{DEFAULT_PORT, DurationMode, parse_size, sweep_sizes};
+use engine::config::{DEFAULT_PORT, DurationMode, sweep_sizes};
 use engine::lat::{
     LatConfig, LatJsonLines, LatRecorder, LatStats, LatTable, LatWriter, Percentile, dump_samples,
     lat_verdict, parse_max_latency,
@@ -18,7 +18,10 @@ use verbs::Mtu;
 use crate::bw::{BwSide, Layout};
 use crate::lat::{Role, Until, run_size};
 use crate::oob::Channel;
-use crate::session::{expect_msg, progress, side_json, sysfs_rate};
+use crate::session::{
+    Hello, client_barrier, client_goodbye, client_hello, expect_msg, progress, reject, seconds_arg,
+    server_hello, server_mtu, side_json, size_arg, sysfs_rate,
+};
 use crate::setup::{Port, open_port};
 use crate::{DeviceArgs, UsageError};
 
@@ -27,20 +30,6 @@ pub const EXIT_VERDICT_FAIL: u8 = 3;
 
 /// Inline size tried when `-I` is not given (perftest's `DEF_INLINE_WRITE`).
 const DEFAULT_INLINE: u32 = 220;
-
-fn size_arg(s: &str) -> Result<u64, String> {
-    parse_size(s)
-}
-
-fn seconds_arg(s: &str) -> Result<Duration, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!("{s:?} must be a positive number of seconds"));
-    }
-    Ok(Duration::from_secs_f64(v))
-}
 
 /// RDMA WRITE latency test (ib_write_lat equivalent): ping-pong of RDMA
 /// WRITEs; reports half round trips with full percentiles. Run without
@@ -351,21 +340,16 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
 
     let mut ch = Channel::connect(server, cli.port, cli.timeout)?;
     let result = (|| -> anyhow::Result<u8> {
-        ch.send(&Message::Hello {
-            test: "write_lat".into(),
-            config: serde_json::to_value(&cfg)?,
-            side: SideInfo {
+        let (remote_side, remote_qps, mtu) = client_hello(
+            &mut ch,
+            "write_lat",
+            serde_json::to_value(&cfg)?,
+            SideInfo {
                 mtu: mtu.bytes(),
                 ..local_side.clone()
             },
-            qps: local_qps.clone(),
-        })?;
-        let (remote_side, remote_qps, mtu) = match ch.recv("the server's answer")? {
-            Message::Accept { side, qps, mtu } => (side, qps, mtu),
-            other => return Err(expect_msg(other, "accept")),
-        };
-        let mtu =
-            Mtu::from_bytes(mtu).ok_or_else(|| anyhow!("server chose an invalid MTU {mtu}"))?;
+            local_qps.clone(),
+        )?;
         side.connect(&remote_qps, mtu)?;
         banner("client", &cfg, &side.port, mtu, clock_ns);
         out.begin()?;
@@ -374,11 +358,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
         let mut verdicts = Vec::new();
         for (phase, &size) in cfg.sizes.iter().enumerate() {
             let phase = phase as u32;
-            ch.send(&Message::Barrier { phase })?;
-            match ch.recv("the start barrier")? {
-                Message::Barrier { phase: p } if p == phase => {}
-                other => return Err(expect_msg(other, "barrier")),
-            }
+            client_barrier(&mut ch, phase)?;
             progress(&format!("write_lat: {size} B ..."));
             let mut rec = LatRecorder::new(keep_samples(&cfg));
             let until = match cfg.duration {
@@ -429,11 +409,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
             }
         }
         out.end(&dumps)?;
-        ch.send(&Message::Bye)?;
-        match ch.recv("goodbye")? {
-            Message::Bye => {}
-            other => return Err(expect_msg(other, "bye")),
-        }
+        client_goodbye(&mut ch)?;
         for v in &verdicts {
             if out.table.is_some() {
                 println!("{}", v.line());
@@ -479,27 +455,11 @@ fn run_server(cli: &Cli) -> anyhow::Result<u8> {
 }
 
 fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyhow::Result<u8> {
-    let (test, config, client_side, client_qps) = match ch.recv("the client's test")? {
-        Message::Hello {
-            test,
-            config,
-            side,
-            qps,
-        } => (test, config, side, qps),
-        other => return Err(expect_msg(other, "hello")),
-    };
-    let reject = |ch: &mut Channel, reason: String| -> anyhow::Error {
-        let _ = ch.send(&Message::Reject {
-            reason: reason.clone(),
-        });
-        anyhow!("refused the client's test: {reason}")
-    };
-    if test != "write_lat" {
-        return Err(reject(
-            ch,
-            format!("this server runs write_lat, the client asked for {test:?}"),
-        ));
-    }
+    let Hello {
+        config,
+        side: client_side,
+        qps: client_qps,
+    } = server_hello(ch, "write_lat")?;
     let mut cfg: LatConfig = match serde_json::from_value(config) {
         Ok(c) => c,
         Err(e) => return Err(reject(ch, format!("malformed configuration: {e}"))),
@@ -516,17 +476,7 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
             ),
         ));
     }
-    let ours = port.attr.active_mtu;
-    let theirs = Mtu::from_bytes(client_side.mtu).unwrap_or(Mtu::Mtu256);
-    if let Some(req) = cfg.mtu {
-        if req > ours.bytes() {
-            return Err(reject(
-                ch,
-                format!("-m/--mtu {req} exceeds the server's active MTU {ours}"),
-            ));
-        }
-    }
-    let mtu = ours.min(theirs);
+    let mtu = server_mtu(ch, &port, cfg.mtu, client_side.mtu)?;
     let mut side = match create_side(port, &mut cfg, false) {
         Ok(s) => s,
         Err(e) => return Err(reject(ch, format!("server cannot set up the test: {e:#}"))),
