@@ -34,6 +34,79 @@ pub struct DeviceArgs {
     pub ib_port: Option<u8>,
 }
 
+/// Flags of the out-of-band connection, shared by both tests.
+#[derive(Debug, Clone, Args)]
+pub struct ConnectionArgs {
+    /// Server to connect to; without it this side is the server.
+    #[arg(value_name = "SERVER")]
+    pub server: Option<String>,
+    /// GID index (default: chosen as perftest does: RoCE v2 and IPv4 first, link-local last).
+    #[arg(short = 'x', long = "gid-index", value_name = "INDEX")]
+    pub gid_index: Option<u32>,
+    /// TCP port of the out-of-band channel.
+    #[arg(short = 'p', long = "port", default_value_t = engine::config::DEFAULT_PORT)]
+    pub port: u16,
+    /// Address the server listens on.
+    #[arg(long = "bind", value_name = "ADDR", default_value = "0.0.0.0")]
+    pub bind: String,
+    /// Bound on every wait for the peer, seconds.
+    #[arg(long = "timeout", value_name = "SECONDS", default_value = "15",
+          value_parser = session::seconds_arg)]
+    pub timeout: std::time::Duration,
+    /// How long the server waits for a client, seconds.
+    #[arg(long = "accept-timeout", value_name = "SECONDS", default_value = "300",
+          value_parser = session::seconds_arg)]
+    pub accept_timeout: std::time::Duration,
+}
+
+/// Flags that say what to run, shared by both tests (the client's count).
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Message size in bytes (suffixes K, M allowed; write_bw 65536, write_lat 2).
+    #[arg(short = 's', long = "size", value_parser = session::size_arg)]
+    pub size: Option<u64>,
+    /// Run all sizes from 2 B to 8 MiB.
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+    /// Iterations per size (write_bw: 5000 messages per QP; write_lat: 1000 round trips).
+    #[arg(short = 'n', long = "iters")]
+    pub iters: Option<u64>,
+    /// Run for this many seconds per size instead of a count.
+    #[arg(short = 'D', long = "duration", value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Warm-up and cool-down margin of duration mode, seconds.
+    #[arg(short = 'f', long = "margin", default_value_t = 2.0)]
+    pub margin: f64,
+    /// Path MTU in bytes (default: the smaller active MTU of both ports).
+    #[arg(short = 'm', long = "mtu")]
+    pub mtu: Option<u32>,
+}
+
+impl RunArgs {
+    /// The sizes to run: the `-a` sweep or one size (`default` without `-s`).
+    ///
+    /// # Errors
+    /// A usage error when `-a` and `-s` are both given.
+    pub fn sizes(&self, default: u64) -> anyhow::Result<Vec<u64>> {
+        if self.all && self.size.is_some() {
+            return Err(UsageError("-a/--all and -s/--size exclude each other".into()).into());
+        }
+        Ok(if self.all {
+            engine::config::sweep_sizes()
+        } else {
+            vec![self.size.unwrap_or(default)]
+        })
+    }
+
+    /// Duration mode, when `-D` is given.
+    pub fn duration_mode(&self) -> Option<engine::config::DurationMode> {
+        self.duration.map(|seconds| engine::config::DurationMode {
+            seconds,
+            margin: self.margin,
+        })
+    }
+}
+
 /// Flags of the inventory mode.
 #[derive(Debug, Clone, Args)]
 pub struct ListArgs {

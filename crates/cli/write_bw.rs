@@ -3,12 +3,11 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 use clap::Parser;
 use engine::bw::{BwResult, BwWriter, JsonLines, Table, Unit};
-use engine::config::{BwConfig, DEFAULT_PORT, DurationMode, sweep_sizes};
+use engine::config::BwConfig;
 use engine::gid::to_perftest_string;
 use engine::link::{self, ExpectRate, LinkRate, Verdict, VerdictInput};
 use engine::wire::{Message, QpInfo, SideInfo};
@@ -17,11 +16,11 @@ use verbs::Mtu;
 use crate::bw::{BwSide, Layout};
 use crate::oob::Channel;
 use crate::session::{
-    Hello, client_barrier, client_goodbye, client_hello, expect_msg, progress, reject, seconds_arg,
+    Hello, client_barrier, client_goodbye, client_hello, expect_msg, progress, reject,
     server_hello, server_mtu, side_json, size_arg, sysfs_rate,
 };
 use crate::setup::{Port, open_port};
-use crate::{DeviceArgs, UsageError};
+use crate::{ConnectionArgs, DeviceArgs, RunArgs, UsageError};
 
 /// Exit code of a run whose link verdict is FAIL.
 pub const EXIT_VERDICT_FAIL: u8 = 3;
@@ -32,35 +31,12 @@ pub const EXIT_VERDICT_FAIL: u8 = 3;
 #[derive(Debug, Parser)]
 #[command(name = "write_bw", version, about, long_about = None)]
 pub struct Cli {
-    /// Server to connect to; without it this side is the server.
-    #[arg(value_name = "SERVER")]
-    pub server: Option<String>,
+    #[command(flatten)]
+    pub conn: ConnectionArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
-    /// GID index (default: chosen as perftest does: RoCE v2 and IPv4 first, link-local last).
-    #[arg(short = 'x', long = "gid-index", value_name = "INDEX")]
-    pub gid_index: Option<u32>,
-    /// TCP port of the out-of-band channel.
-    #[arg(short = 'p', long = "port", default_value_t = DEFAULT_PORT)]
-    pub port: u16,
-    /// Address the server listens on.
-    #[arg(long = "bind", value_name = "ADDR", default_value = "0.0.0.0")]
-    pub bind: String,
-    /// Message size in bytes (suffixes K, M allowed).
-    #[arg(short = 's', long = "size", value_parser = size_arg)]
-    pub size: Option<u64>,
-    /// Run all sizes from 2 B to 8 MiB.
-    #[arg(short = 'a', long = "all")]
-    pub all: bool,
-    /// Messages per QP per size.
-    #[arg(short = 'n', long = "iters")]
-    pub iters: Option<u64>,
-    /// Run for this many seconds per size instead of a count.
-    #[arg(short = 'D', long = "duration", value_name = "SECONDS")]
-    pub duration: Option<f64>,
-    /// Warm-up and cool-down margin of duration mode, seconds.
-    #[arg(short = 'f', long = "margin", default_value_t = 2.0)]
-    pub margin: f64,
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Number of queue pairs.
     #[arg(short = 'q', long = "qp", default_value_t = 1)]
     pub qps: u32,
@@ -82,21 +58,12 @@ pub struct Cli {
     /// Both sides write at once; reports the sum.
     #[arg(short = 'b', long = "bidirectional")]
     pub bidirectional: bool,
-    /// Path MTU in bytes (default: the smaller active MTU of both ports).
-    #[arg(short = 'm', long = "mtu")]
-    pub mtu: Option<u32>,
     /// Report Gb/s (10^9 bit/s) instead of MiB/s.
     #[arg(long = "report_gbits", visible_alias = "report-gbits")]
     pub report_gbits: bool,
     /// Add the CPU_Util[%] column (always in JSON).
     #[arg(long = "cpu_util", visible_alias = "cpu-util")]
     pub cpu_util: bool,
-    /// Bound on every wait for the peer, seconds.
-    #[arg(long = "timeout", value_name = "SECONDS", default_value = "15", value_parser = seconds_arg)]
-    pub timeout: Duration,
-    /// How long the server waits for a client, seconds.
-    #[arg(long = "accept-timeout", value_name = "SECONDS", default_value = "300", value_parser = seconds_arg)]
-    pub accept_timeout: Duration,
     /// Most memory the server registers for a client's test.
     #[arg(long = "max-mem", value_name = "BYTES", default_value = "1G", value_parser = size_arg)]
     pub max_mem: u64,
@@ -123,20 +90,13 @@ impl Cli {
     /// # Errors
     /// A usage error naming the flag.
     pub fn config(&self) -> anyhow::Result<BwConfig> {
-        if self.all && self.size.is_some() {
-            return Err(UsageError("-a/--all and -s/--size exclude each other".into()).into());
-        }
-        let sizes = if self.all {
-            sweep_sizes()
-        } else {
-            vec![self.size.unwrap_or(65536)]
-        };
+        let sizes = self.run.sizes(65536)?;
         let tx_depth = self.tx_depth;
         // perftest: 100 by default, clamped to the tx depth; 1 for sizes
         // above 8 KiB unless -a or an explicit -Q.
         let cq_mod = match self.cq_mod {
             Some(q) => q,
-            None if !self.all && sizes[0] > 8192 => 1,
+            None if !self.run.all && sizes[0] > 8192 => 1,
             None => 100.min(tx_depth.max(1)),
         };
         let cq_mod = if self.post_list > 1 && self.cq_mod.is_none() {
@@ -146,11 +106,8 @@ impl Cli {
         };
         let cfg = BwConfig {
             sizes,
-            iters: self.iters.unwrap_or(5000),
-            duration: self.duration.map(|seconds| DurationMode {
-                seconds,
-                margin: self.margin,
-            }),
+            iters: self.run.iters.unwrap_or(5000),
+            duration: self.run.duration_mode(),
             qps: self.qps,
             threads: self.threads,
             tx_depth,
@@ -158,7 +115,7 @@ impl Cli {
             post_list: self.post_list,
             inline_size: self.inline_size,
             bidirectional: self.bidirectional,
-            mtu: self.mtu,
+            mtu: self.run.mtu,
         };
         cfg.validate().map_err(|e| UsageError(e.to_string()))?;
         Ok(cfg)
@@ -181,7 +138,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<u8> {
         )?;
         return Ok(0);
     }
-    match &cli.server {
+    match &cli.conn.server {
         Some(server) => run_client(cli, server),
         None => run_server(cli),
     }
@@ -342,7 +299,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
     let port = open_port(
         cli.device.ib_dev.as_deref(),
         cli.device.ib_port,
-        cli.gid_index,
+        cli.conn.gid_index,
     )?;
     let mtu = port.mtu_for(cfg.mtu)?;
     let watch = LinkWatch::start(cli, &port);
@@ -351,7 +308,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
     let local_qps = side.qp_infos()?;
     let mut out = Output::open(cli)?;
 
-    let mut ch = Channel::connect(server, cli.port, cli.timeout)?;
+    let mut ch = Channel::connect(server, cli.conn.port, cli.conn.timeout)?;
     let result = (|| -> anyhow::Result<u8> {
         let (remote_side, remote_qps, mtu) = client_hello(
             &mut ch,
@@ -371,7 +328,8 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
             let phase = phase as u32;
             client_barrier(&mut ch, phase)?;
             progress(&format!("write_bw: {size} B ..."));
-            let measured = ch.with_heartbeat(|| side.run(&cfg, size, &remote_qps, cli.timeout))?;
+            let measured =
+                ch.with_heartbeat(|| side.run(&cfg, size, &remote_qps, cli.conn.timeout))?;
             let measured = match measured {
                 Ok(m) => m,
                 Err(e) => {
@@ -441,15 +399,15 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
 }
 
 fn run_server(cli: &Cli) -> anyhow::Result<u8> {
-    let test_flags = cli.size.is_some()
-        || cli.all
-        || cli.iters.is_some()
-        || cli.duration.is_some()
+    let test_flags = cli.run.size.is_some()
+        || cli.run.all
+        || cli.run.iters.is_some()
+        || cli.run.duration.is_some()
         || cli.qps != 1
         || cli.threads != 1
         || cli.cq_mod.is_some()
         || cli.bidirectional
-        || cli.mtu.is_some()
+        || cli.run.mtu.is_some()
         || cli.expect_rate.is_some();
     if test_flags {
         eprintln!(
@@ -459,17 +417,22 @@ fn run_server(cli: &Cli) -> anyhow::Result<u8> {
     let port = open_port(
         cli.device.ib_dev.as_deref(),
         cli.device.ib_port,
-        cli.gid_index,
+        cli.conn.gid_index,
     )?;
     let local_side = port.side_info(sysfs_rate(&cli.sysfs_root, &port));
     eprintln!(
         "write_bw: server on {} port {} waiting for a client on {}:{}",
         port.ctx.name(),
         port.port,
-        cli.bind,
-        cli.port
+        cli.conn.bind,
+        cli.conn.port
     );
-    let mut ch = Channel::accept(&cli.bind, cli.port, cli.accept_timeout, cli.timeout)?;
+    let mut ch = Channel::accept(
+        &cli.conn.bind,
+        cli.conn.port,
+        cli.conn.accept_timeout,
+        cli.conn.timeout,
+    )?;
     let result = serve(cli, &mut ch, port, &local_side);
     if let Err(e) = &result {
         ch.send_error(&format!("server failed: {e:#}"));
@@ -538,7 +501,7 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
         })?;
         let mine = if cfg.bidirectional {
             let measured =
-                ch.with_heartbeat(|| side.run(&cfg, size, &client_qps, cli.timeout))??;
+                ch.with_heartbeat(|| side.run(&cfg, size, &client_qps, cli.conn.timeout))??;
             Some(BwResult::from_measurement(&measured))
         } else {
             None

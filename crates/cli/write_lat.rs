@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 use clap::Parser;
-use engine::config::{DEFAULT_PORT, DurationMode, sweep_sizes};
 use engine::lat::{
     LatConfig, LatJsonLines, LatRecorder, LatStats, LatTable, LatWriter, Percentile, dump_samples,
     lat_verdict, parse_max_latency,
@@ -19,11 +18,11 @@ use crate::bw::{BwSide, Layout};
 use crate::lat::{Role, Until, run_size};
 use crate::oob::Channel;
 use crate::session::{
-    Hello, client_barrier, client_goodbye, client_hello, expect_msg, progress, reject, seconds_arg,
-    server_hello, server_mtu, side_json, size_arg, sysfs_rate,
+    Hello, client_barrier, client_goodbye, client_hello, expect_msg, progress, reject,
+    server_hello, server_mtu, side_json, sysfs_rate,
 };
 use crate::setup::{Port, open_port};
-use crate::{DeviceArgs, UsageError};
+use crate::{ConnectionArgs, DeviceArgs, RunArgs, UsageError};
 
 /// Exit code of a run whose latency verdict is FAIL.
 pub const EXIT_VERDICT_FAIL: u8 = 3;
@@ -38,47 +37,15 @@ const DEFAULT_INLINE: u32 = 220;
 #[derive(Debug, Parser)]
 #[command(name = "write_lat", version, about, long_about = None)]
 pub struct Cli {
-    /// Server to connect to; without it this side is the server.
-    #[arg(value_name = "SERVER")]
-    pub server: Option<String>,
+    #[command(flatten)]
+    pub conn: ConnectionArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
-    /// GID index (default: chosen as perftest does).
-    #[arg(short = 'x', long = "gid-index", value_name = "INDEX")]
-    pub gid_index: Option<u32>,
-    /// TCP port of the out-of-band channel.
-    #[arg(short = 'p', long = "port", default_value_t = DEFAULT_PORT)]
-    pub port: u16,
-    /// Address the server listens on.
-    #[arg(long = "bind", value_name = "ADDR", default_value = "0.0.0.0")]
-    pub bind: String,
-    /// Message size in bytes.
-    #[arg(short = 's', long = "size", value_parser = size_arg)]
-    pub size: Option<u64>,
-    /// Run all sizes from 2 B to 8 MiB.
-    #[arg(short = 'a', long = "all")]
-    pub all: bool,
-    /// Round trips per size.
-    #[arg(short = 'n', long = "iters")]
-    pub iters: Option<u64>,
-    /// Run for this many seconds instead of a count.
-    #[arg(short = 'D', long = "duration", value_name = "SECONDS")]
-    pub duration: Option<f64>,
-    /// Warm-up and cool-down margin of duration mode, seconds.
-    #[arg(short = 'f', long = "margin", default_value_t = 2.0)]
-    pub margin: f64,
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Send messages up to this size inline (default 220, or 0 when the device refuses).
     #[arg(short = 'I', long = "inline-size")]
     pub inline_size: Option<u32>,
-    /// Path MTU in bytes.
-    #[arg(short = 'm', long = "mtu")]
-    pub mtu: Option<u32>,
-    /// Bound on every wait for the peer, seconds.
-    #[arg(long = "timeout", value_name = "SECONDS", default_value = "15", value_parser = seconds_arg)]
-    pub timeout: Duration,
-    /// How long the server waits for a client, seconds.
-    #[arg(long = "accept-timeout", value_name = "SECONDS", default_value = "300", value_parser = seconds_arg)]
-    pub accept_timeout: Duration,
     /// Print every sample (half round trip, usec) after the table.
     #[arg(short = 'H', long = "report-histogram")]
     pub report_histogram: bool,
@@ -108,22 +75,12 @@ impl Cli {
     /// # Errors
     /// A usage error naming the flag.
     pub fn config(&self) -> anyhow::Result<LatConfig> {
-        if self.all && self.size.is_some() {
-            return Err(UsageError("-a/--all and -s/--size exclude each other".into()).into());
-        }
         let cfg = LatConfig {
-            sizes: if self.all {
-                sweep_sizes()
-            } else {
-                vec![self.size.unwrap_or(2)]
-            },
-            iters: self.iters.unwrap_or(1000),
-            duration: self.duration.map(|seconds| DurationMode {
-                seconds,
-                margin: self.margin,
-            }),
+            sizes: self.run.sizes(2)?,
+            iters: self.run.iters.unwrap_or(1000),
+            duration: self.run.duration_mode(),
             inline_size: self.inline_size.unwrap_or(DEFAULT_INLINE),
-            mtu: self.mtu,
+            mtu: self.run.mtu,
         };
         cfg.validate().map_err(|e| UsageError(e.to_string()))?;
         Ok(cfg)
@@ -146,7 +103,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<u8> {
         )?;
         return Ok(0);
     }
-    match &cli.server {
+    match &cli.conn.server {
         Some(server) => run_client(cli, server),
         None => run_server(cli),
     }
@@ -329,7 +286,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
     let port = open_port(
         cli.device.ib_dev.as_deref(),
         cli.device.ib_port,
-        cli.gid_index,
+        cli.conn.gid_index,
     )?;
     let mtu = port.mtu_for(cfg.mtu)?;
     let local_side = port.side_info(sysfs_rate(&cli.sysfs_root, &port));
@@ -338,7 +295,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
     let mut out = Output::open(cli)?;
     let clock_ns = clock_cost_ns();
 
-    let mut ch = Channel::connect(server, cli.port, cli.timeout)?;
+    let mut ch = Channel::connect(server, cli.conn.port, cli.conn.timeout)?;
     let result = (|| -> anyhow::Result<u8> {
         let (remote_side, remote_qps, mtu) = client_hello(
             &mut ch,
@@ -376,7 +333,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
                 inline,
                 Role::Client,
                 until,
-                cli.timeout,
+                cli.conn.timeout,
                 &ch,
                 &mut rec,
             );
@@ -436,17 +393,22 @@ fn run_server(cli: &Cli) -> anyhow::Result<u8> {
     let port = open_port(
         cli.device.ib_dev.as_deref(),
         cli.device.ib_port,
-        cli.gid_index,
+        cli.conn.gid_index,
     )?;
     let local_side = port.side_info(sysfs_rate(&cli.sysfs_root, &port));
     eprintln!(
         "write_lat: server on {} port {} waiting for a client on {}:{}",
         port.ctx.name(),
         port.port,
-        cli.bind,
-        cli.port
+        cli.conn.bind,
+        cli.conn.port
     );
-    let mut ch = Channel::accept(&cli.bind, cli.port, cli.accept_timeout, cli.timeout)?;
+    let mut ch = Channel::accept(
+        &cli.conn.bind,
+        cli.conn.port,
+        cli.conn.accept_timeout,
+        cli.conn.timeout,
+    )?;
     let result = serve(cli, &mut ch, port, &local_side);
     if let Err(e) = &result {
         ch.send_error(&format!("server failed: {e:#}"));
@@ -523,7 +485,7 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
             inline,
             Role::Server,
             until,
-            cli.timeout,
+            cli.conn.timeout,
             ch,
             &mut rec,
         )?;
