@@ -21,6 +21,9 @@ fn spawn(args: &[&str]) -> Reaper {
 
 /// `--timeout 10` unless the test sets its own.
 fn with_default_timeout<'a>(mut args: Vec<&'a str>, extra: &[&'a str]) -> Vec<&'a str> {
+    // A ~1 s ACK timeout: under emulation ACKs are often later than the
+    // default 67 ms, and every early retransmit costs throughput.
+    args.extend_from_slice(&["-u", "18"]);
     if !extra.contains(&"--timeout") {
         args.extend_from_slice(&["--timeout", "10"]);
     }

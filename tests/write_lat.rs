@@ -26,6 +26,8 @@ fn server(dev: &str, port: &str) -> Reaper {
         "10",
         "--accept-timeout",
         "30",
+        "-u",
+        "18",
     ])
 }
 
@@ -33,7 +35,8 @@ fn pair(args: &[&str]) -> (Output, Output) {
     let dev = test_device();
     let port = free_port().to_string();
     let s = server(&dev, &port);
-    let mut all = vec!["-d", dev.as_str(), "-p", &port];
+    // A ~1 s ACK timeout: under emulation ACKs are often later than 67 ms.
+    let mut all = vec!["-d", dev.as_str(), "-p", &port, "-u", "18"];
     if !args.contains(&"--timeout") {
         all.extend_from_slice(&["--timeout", "20"]);
     }

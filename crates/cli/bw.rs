@@ -213,7 +213,8 @@ impl BwSide {
     ///
     /// # Errors
     /// When the peer sent a different number of QPs, or a transition fails.
-    pub fn connect(&mut self, remote: &[QpInfo], mtu: Mtu) -> anyhow::Result<()> {
+    /// `qp_timeout` is the local ACK timeout exponent (perftest's `-u`).
+    pub fn connect(&mut self, remote: &[QpInfo], mtu: Mtu, qp_timeout: u8) -> anyhow::Result<()> {
         if remote.len() != self.qps.len() {
             bail!(
                 "peer offers {} QPs, we have {}",
@@ -234,6 +235,7 @@ impl BwSide {
             let opts = ConnectOptions {
                 port: self.port.port,
                 gid_index: self.port.gid_index,
+                timeout: qp_timeout,
                 mtu,
                 psn: self.psns[q],
                 ..ConnectOptions::default()

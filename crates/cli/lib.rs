@@ -57,6 +57,10 @@ pub struct ConnectionArgs {
     #[arg(long = "accept-timeout", value_name = "SECONDS", default_value = "300",
           value_parser = session::seconds_arg)]
     pub accept_timeout: std::time::Duration,
+    /// QP ACK timeout exponent: 4.096 us x 2^N before a retransmit (perftest's -u; local to this side).
+    #[arg(short = 'u', long = "qp-timeout", default_value_t = 14,
+          value_parser = clap::value_parser!(u8).range(0..=31))]
+    pub qp_timeout: u8,
 }
 
 /// Flags that say what to run, shared by both tests (the client's count).

@@ -307,7 +307,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
             },
             local_qps.clone(),
         )?;
-        side.connect(&remote_qps, mtu)?;
+        side.connect(&remote_qps, mtu, cli.conn.qp_timeout)?;
         banner("client", &cfg, &side.port, mtu, clock_ns);
         out.begin()?;
         let mut dumps = Vec::new();
@@ -444,7 +444,7 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
         Err(e) => return Err(reject(ch, format!("server cannot set up the test: {e:#}"))),
     };
     let local_qps = side.qp_infos()?;
-    if let Err(e) = side.connect(&client_qps, mtu) {
+    if let Err(e) = side.connect(&client_qps, mtu, cli.conn.qp_timeout) {
         return Err(reject(ch, format!("server cannot connect its QP: {e:#}")));
     }
     ch.send(&Message::Accept {
