@@ -1,6 +1,7 @@
 //! The RDMA WRITE latency ping-pong (perftest's `run_iter_lat_write`).
 //!
-//! Both sides zero the area the peer writes into; the client goes first.
+//! Both sides zero the area the peer writes into before the start
+//! barrier; the client goes first.
 //! Each side spins until the last byte of that area equals the count it
 //! expects, then stores its own next count in the last byte of its source
 //! area and RDMA-WRITEs the message (inline when it fits), and polls the
@@ -66,7 +67,26 @@ fn peer_silent(timeout: Duration, count: u64) -> anyhow::Error {
     )
 }
 
-/// Runs one size on one side; returns the number of round trips done.
+/// Zeroes the first `size` bytes of both areas. Must run before this side
+/// takes part in the start barrier: zeroing after it could wipe a flag the
+/// peer has already written, and the ping-pong would wait forever.
+///
+/// # Errors
+/// When the QP does not own its region alone.
+pub fn zero_areas(side: &mut BwSide, size: u64) -> anyhow::Result<()> {
+    let len = usize::try_from(size).context("message size")?;
+    let (target, source) = (side.target_offset(0), side.source_offset(0));
+    let (qp, _) = side.first_mut();
+    let bytes = qp
+        .source_bytes_mut()
+        .ok_or_else(|| anyhow!("the latency QP does not own its memory region"))?;
+    bytes[target..target + len].fill(0);
+    bytes[source..source + len].fill(0);
+    Ok(())
+}
+
+/// Runs one size on one side (after [`zero_areas`] and the start
+/// barrier); returns the number of round trips done.
 ///
 /// # Errors
 /// A failed post or completion, or a peer silent for longer than
@@ -111,10 +131,6 @@ pub fn run_size(
     let mut ex = qp
         .exclusive()
         .ok_or_else(|| anyhow!("the latency QP does not own its memory region"))?;
-    // Zero both areas (the peer zeroes its own before the start barrier,
-    // so no stale byte can look like a reply).
-    ex.bytes_mut()[target..target + len].fill(0);
-    ex.bytes_mut()[source..source + len].fill(0);
 
     // One clock read per round trip, as perftest stamps each post: the
     // sample of round trip i runs from the stamp before post i to the

@@ -15,7 +15,7 @@ use engine::wire::{Message, SideInfo};
 use verbs::Mtu;
 
 use crate::bw::{BwSide, Layout};
-use crate::lat::{Role, Until, run_size};
+use crate::lat::{Role, Until, run_size, zero_areas};
 use crate::oob::Channel;
 use crate::session::{
     Hello, client_barrier, client_goodbye, client_hello, expect_msg, progress, reject,
@@ -315,6 +315,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
         let mut verdicts = Vec::new();
         for (phase, &size) in cfg.sizes.iter().enumerate() {
             let phase = phase as u32;
+            zero_areas(&mut side, size)?;
             client_barrier(&mut ch, phase)?;
             progress(&format!("write_lat: {size} B ..."));
             let mut rec = LatRecorder::new(keep_samples(&cfg));
@@ -459,7 +460,7 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
     let mut phase = 0u32;
     loop {
         match ch.recv("the next phase")? {
-            Message::Barrier { phase: p } if p == phase => ch.send(&Message::Barrier { phase })?,
+            Message::Barrier { phase: p } if p == phase => {}
             Message::Bye => {
                 ch.send(&Message::Bye)?;
                 break;
@@ -472,6 +473,10 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
                 cfg.sizes.len()
             )
         })?;
+        // Zero before answering: the client writes as soon as it has the
+        // answer.
+        zero_areas(&mut side, size)?;
+        ch.send(&Message::Barrier { phase })?;
         let until = match cfg.duration {
             None => Until::Iterations(cfg.iters),
             Some(_) => Until::PeerSaysStop,
