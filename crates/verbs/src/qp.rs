@@ -165,6 +165,9 @@ impl QpState {
 
 const PSN_MASK: u32 = 0x00ff_ffff;
 
+/// Attempts at the RTR transition when address resolution times out.
+const RTR_ATTEMPTS: u32 = 4;
+
 /// An RDMA WRITE work request: plain data, safe to build.
 ///
 /// Posting it ([`QueuePair::post_send`]) is the unsafe step: that is where
@@ -626,7 +629,20 @@ impl QueuePair {
             | m::IBV_QP_RQ_PSN
             | m::IBV_QP_MAX_DEST_RD_ATOMIC
             | m::IBV_QP_MIN_RNR_TIMER;
-        self.modify(&mut attr, mask.0, "RTR")?;
+        // On RoCE the kernel resolves the peer's MAC during this transition
+        // (ARP/ND with a 1 s timer); a busy host or a cold neighbour cache
+        // can time it out. The QP stays in INIT then, so retrying is valid.
+        let mut attempt = 1;
+        loop {
+            match self.modify(&mut attr, mask.0, "RTR") {
+                Err(Error::ModifyQp { ref source, .. })
+                    if attempt < RTR_ATTEMPTS && source.raw_os_error() == Some(libc::ETIMEDOUT) =>
+                {
+                    attempt += 1;
+                }
+                other => break other?,
+            }
+        }
 
         // SAFETY: as above.
         let mut attr: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
