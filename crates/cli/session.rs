@@ -191,3 +191,34 @@ pub fn sysfs_rate(sysfs_root: &Path, port: &Port) -> Option<String> {
         .ok()
         .map(|r| r.text)
 }
+
+/// Server: opens the device and port, waits (bounded) for one client, and
+/// runs `serve` on the connection; a failure is also reported to the
+/// client.
+///
+/// # Errors
+/// Device and usage errors before listening, the accept bound, and
+/// whatever `serve` returns.
+pub fn run_server(
+    program: &str,
+    conn: &crate::ConnectionArgs,
+    device: &crate::DeviceArgs,
+    sysfs_root: &Path,
+    serve: impl FnOnce(&mut Channel, Port, &SideInfo) -> anyhow::Result<u8>,
+) -> anyhow::Result<u8> {
+    let port = crate::setup::open_port(device.ib_dev.as_deref(), device.ib_port, conn.gid_index)?;
+    let local_side = port.side_info(sysfs_rate(sysfs_root, &port));
+    eprintln!(
+        "{program}: server on {} port {} waiting for a client on {}:{}",
+        port.ctx.name(),
+        port.port,
+        conn.bind,
+        conn.port
+    );
+    let mut ch = Channel::accept(&conn.bind, conn.port, conn.accept_timeout, conn.timeout)?;
+    let result = serve(&mut ch, port, &local_side);
+    if let Err(e) = &result {
+        ch.send_error(&format!("server failed: {e:#}"));
+    }
+    result
+}

@@ -18,7 +18,7 @@ use crate::bw::{BwSide, Layout};
 use crate::lat::{Role, Until, run_size, zero_areas};
 use crate::oob::Channel;
 use crate::session::{
-    Hello, client_barrier, client_goodbye, client_hello, expect_msg, progress, reject,
+    self, Hello, client_barrier, client_goodbye, client_hello, expect_msg, progress, reject,
     server_hello, server_mtu, side_json, sysfs_rate,
 };
 use crate::setup::{Port, open_port};
@@ -391,30 +391,13 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
 }
 
 fn run_server(cli: &Cli) -> anyhow::Result<u8> {
-    let port = open_port(
-        cli.device.ib_dev.as_deref(),
-        cli.device.ib_port,
-        cli.conn.gid_index,
-    )?;
-    let local_side = port.side_info(sysfs_rate(&cli.sysfs_root, &port));
-    eprintln!(
-        "write_lat: server on {} port {} waiting for a client on {}:{}",
-        port.ctx.name(),
-        port.port,
-        cli.conn.bind,
-        cli.conn.port
-    );
-    let mut ch = Channel::accept(
-        &cli.conn.bind,
-        cli.conn.port,
-        cli.conn.accept_timeout,
-        cli.conn.timeout,
-    )?;
-    let result = serve(cli, &mut ch, port, &local_side);
-    if let Err(e) = &result {
-        ch.send_error(&format!("server failed: {e:#}"));
-    }
-    result
+    session::run_server(
+        "write_lat",
+        &cli.conn,
+        &cli.device,
+        &cli.sysfs_root,
+        |ch, port, side| serve(cli, ch, port, side),
+    )
 }
 
 fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyhow::Result<u8> {
