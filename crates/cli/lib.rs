@@ -111,31 +111,23 @@ impl RunArgs {
     }
 }
 
-/// Flags of the inventory mode.
-#[derive(Debug, Clone, Args)]
-pub struct ListArgs {
-    /// List devices, their ports and GID tables, then exit.
-    #[arg(long = "list-devices")]
-    pub list_devices: bool,
-    /// Also write JSON lines (one object per device) to FILE, or to stdout
-    /// instead of the text when FILE is `-`.
-    #[arg(long = "json", value_name = "FILE|-")]
-    pub json: Option<String>,
-}
-
 /// An error caused by the user's input: exits with code 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// Runs `--list-devices`: text on stdout, JSON lines where `--json` says.
+/// Exit code of a run whose verdict (link or latency) is FAIL.
+pub const EXIT_VERDICT_FAIL: u8 = 3;
+
+/// Runs `--list-devices`: text on stdout; JSON lines to the `--json` file,
+/// or to stdout instead of the text when it is `-`.
 ///
 /// # Errors
 /// Device errors (unknown device or port: a usage error) and I/O errors.
-pub fn run_list(device: &DeviceArgs, list: &ListArgs) -> anyhow::Result<()> {
+pub fn run_list(device: &DeviceArgs, json: Option<&str>) -> anyhow::Result<()> {
     let devices = inventory::collect(device.ib_dev.as_deref(), device.ib_port)?;
     let stdout = io::stdout();
-    match list.json.as_deref() {
+    match json {
         Some("-") => JsonLines.write(&mut stdout.lock(), &devices)?,
         Some(path) => {
             // Create the file only after the inventory succeeded, so bad

@@ -20,10 +20,7 @@ use crate::session::{
     server_hello, server_mtu, side_json, size_arg, sysfs_rate,
 };
 use crate::setup::{Port, open_port};
-use crate::{ConnectionArgs, DeviceArgs, RunArgs, UsageError};
-
-/// Exit code of a run whose link verdict is FAIL.
-pub const EXIT_VERDICT_FAIL: u8 = 3;
+use crate::{ConnectionArgs, DeviceArgs, EXIT_VERDICT_FAIL, RunArgs, UsageError};
 
 /// RDMA WRITE bandwidth test (ib_write_bw equivalent). Run without SERVER
 /// on one host (the server), with SERVER on the other (the client). The
@@ -129,13 +126,7 @@ impl Cli {
 /// returned as `Ok(EXIT_VERDICT_FAIL)`.
 pub fn run(cli: &Cli) -> anyhow::Result<u8> {
     if cli.list_devices {
-        crate::run_list(
-            &cli.device,
-            &crate::ListArgs {
-                list_devices: true,
-                json: cli.json.clone(),
-            },
-        )?;
+        crate::run_list(&cli.device, cli.json.as_deref())?;
         return Ok(0);
     }
     match &cli.conn.server {

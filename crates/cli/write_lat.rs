@@ -22,10 +22,7 @@ use crate::session::{
     server_hello, server_mtu, side_json, sysfs_rate,
 };
 use crate::setup::{Port, open_port};
-use crate::{ConnectionArgs, DeviceArgs, RunArgs, UsageError};
-
-/// Exit code of a run whose latency verdict is FAIL.
-pub const EXIT_VERDICT_FAIL: u8 = 3;
+use crate::{ConnectionArgs, DeviceArgs, EXIT_VERDICT_FAIL, RunArgs, UsageError};
 
 /// Inline size tried when `-I` is not given (perftest's `DEF_INLINE_WRITE`).
 const DEFAULT_INLINE: u32 = 220;
@@ -94,13 +91,7 @@ impl Cli {
 /// returned as `Ok(EXIT_VERDICT_FAIL)`.
 pub fn run(cli: &Cli) -> anyhow::Result<u8> {
     if cli.list_devices {
-        crate::run_list(
-            &cli.device,
-            &crate::ListArgs {
-                list_devices: true,
-                json: cli.json.clone(),
-            },
-        )?;
+        crate::run_list(&cli.device, cli.json.as_deref())?;
         return Ok(0);
     }
     match &cli.conn.server {
