@@ -11,12 +11,15 @@
 
 use std::time::{Duration, Instant};
 
+use engine::clock::{ClockSource, TickRate};
+
 use anyhow::{Context as _, anyhow, bail};
 use engine::lat::LatRecorder;
 use engine::wire::QpInfo;
 use verbs::{CompletionQueue, LocalSge, RdmaWrite, WorkCompletion};
 
 use crate::bw::BwSide;
+use crate::clock::{Clock, MonotonicTicks, Ticks, TscTicks};
 use crate::oob::Channel;
 
 /// Spins between two clock (and, for the server in duration mode,
@@ -86,7 +89,8 @@ pub fn zero_areas(side: &mut BwSide, size: u64) -> anyhow::Result<()> {
 }
 
 /// Runs one size on one side (after [`zero_areas`] and the start
-/// barrier); returns the number of round trips done.
+/// barrier); returns the number of round trips done and the tick rate the
+/// samples were converted with.
 ///
 /// # Errors
 /// A failed post or completion, or a peer silent for longer than
@@ -102,7 +106,55 @@ pub fn run_size(
     timeout: Duration,
     ch: &Channel,
     rec: &mut LatRecorder,
+    clock: &Clock,
+) -> anyhow::Result<(u64, TickRate)> {
+    let rate = clock.rate_now();
+    let run = Run {
+        size,
+        inline,
+        role,
+        until,
+        timeout,
+        ch,
+        rate,
+    };
+    // One monomorphised loop per source: no branch on the clock inside.
+    let count = match clock.source() {
+        ClockSource::Tsc => ping_pong(side, remote, &run, rec, &TscTicks)?,
+        ClockSource::Monotonic => {
+            ping_pong(side, remote, &run, rec, &MonotonicTicks::starting_now())?
+        }
+    };
+    Ok((count, rate))
+}
+
+/// What one size's ping-pong needs besides the QP and the recorder.
+struct Run<'a> {
+    size: u64,
+    inline: bool,
+    role: Role,
+    until: Until,
+    timeout: Duration,
+    ch: &'a Channel,
+    rate: TickRate,
+}
+
+fn ping_pong(
+    side: &mut BwSide,
+    remote: &QpInfo,
+    run: &Run<'_>,
+    rec: &mut LatRecorder,
+    ticks: &impl Ticks,
 ) -> anyhow::Result<u64> {
+    let Run {
+        size,
+        inline,
+        role,
+        until,
+        timeout,
+        ch,
+        rate,
+    } = *run;
     let len = usize::try_from(size).context("message size")?;
     let last = len - 1;
     let (target, source) = (side.target_offset(0), side.source_offset(0));
@@ -132,16 +184,24 @@ pub fn run_size(
         .exclusive()
         .ok_or_else(|| anyhow!("the latency QP does not own its memory region"))?;
 
+    // Duration mode in ticks, so the loop never converts.
+    let (total, margin) = match until {
+        Until::Duration { total, margin } => (
+            rate.ticks_for_ns(total.as_nanos() as u64),
+            rate.ticks_for_ns(margin.as_nanos() as u64),
+        ),
+        _ => (u64::MAX, 0),
+    };
     // One clock read per round trip, as perftest stamps each post: the
     // sample of round trip i runs from the stamp before post i to the
     // stamp before post i+1, which is taken right after reply i arrived.
-    let begin = Instant::now();
+    let begin = ticks.now();
     let mut count = 0u64;
     let mut stamp = begin;
     loop {
         match (role, until) {
             (_, Until::Iterations(n)) if count == n => break,
-            (Role::Client, Until::Duration { total, .. }) if stamp - begin >= total => break,
+            (Role::Client, Until::Duration { .. }) if stamp.wrapping_sub(begin) >= total => break,
             _ => {}
         }
         let next = count + 1;
@@ -155,16 +215,17 @@ pub fn run_size(
             let sent = stamp;
             pong.send(&mut ex, flag)?;
             pong.wait_for(&ex, flag, next, until, ch)?;
-            stamp = Instant::now();
+            stamp = ticks.now();
             let record = match until {
-                Until::Duration { total, margin } => {
-                    let t = stamp - begin;
+                Until::Duration { .. } => {
+                    let t = stamp.wrapping_sub(begin);
                     t >= margin && t <= total.saturating_sub(margin)
                 }
                 _ => true,
             };
             if record {
-                rec.record((stamp - sent).as_nanos() as u64);
+                // A counter read on another CPU a little behind counts as 0.
+                rec.record(rate.to_ns(stamp.saturating_sub(sent)));
             }
         }
         count = next;

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bw;
+pub mod clock;
 pub mod inventory;
 pub mod lat;
 pub mod oob;

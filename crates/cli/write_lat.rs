@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 use clap::Parser;
+use engine::clock::{ClockChoice, TickRate};
 use engine::lat::{
     LatConfig, LatJsonLines, LatRecorder, LatStats, LatTable, LatWriter, Percentile, dump_samples,
     lat_verdict, parse_max_latency,
@@ -15,6 +16,7 @@ use engine::wire::{Message, SideInfo};
 use verbs::Mtu;
 
 use crate::bw::{BwSide, Layout};
+use crate::clock::Clock;
 use crate::lat::{Role, Until, run_size, zero_areas};
 use crate::oob::Channel;
 use crate::session::{
@@ -58,6 +60,15 @@ pub struct Cli {
     /// Which figure --max-latency judges: median, p90, p99, p99.9, max, avg.
     #[arg(long = "percentile", default_value = "median")]
     pub percentile: Percentile,
+    /// Clock for the samples: tsc (the CPU's counter, calibrated against
+    /// CLOCK_MONOTONIC), monotonic, or auto (tsc when the CPU advertises an
+    /// invariant one: constant_tsc and nonstop_tsc).
+    #[arg(
+        long = "clock",
+        value_name = "auto|tsc|monotonic",
+        default_value = "auto"
+    )]
+    pub clock: ClockChoice,
     /// Root of sysfs (for tests).
     #[arg(long = "sysfs-root", default_value = "/sys", hide = true)]
     pub sysfs_root: PathBuf,
@@ -212,7 +223,8 @@ fn context_json(
     mtu: Mtu,
     local: &SideInfo,
     remote: &SideInfo,
-    clock_ns: f64,
+    clock: &Clock,
+    rate: TickRate,
 ) -> serde_json::Value {
     serde_json::json!({
         "role": role,
@@ -220,23 +232,12 @@ fn context_json(
         "mtu": mtu.bytes(),
         "local": side_json(local),
         "remote": side_json(remote),
-        "clock": {"source": "CLOCK_MONOTONIC (std::time::Instant)", "read_cost_ns": clock_ns},
+        "clock": clock.json(rate),
         "reported": "half round trip (RTT/2), microseconds",
     })
 }
 
-/// Measures the cost of one clock read, in nanoseconds.
-pub fn clock_cost_ns() -> f64 {
-    const N: u32 = 100_000;
-    let start = std::time::Instant::now();
-    let mut last = start;
-    for _ in 0..N {
-        last = std::hint::black_box(std::time::Instant::now());
-    }
-    (last - start).as_nanos() as f64 / f64::from(N)
-}
-
-fn banner(role: &str, cfg: &LatConfig, port: &Port, mtu: Mtu, clock_ns: f64) {
+fn banner(role: &str, cfg: &LatConfig, port: &Port, mtu: Mtu, clock: &str) {
     let line = engine::bw::RESULT_LINE;
     let mut e = io::stderr().lock();
     let _ = writeln!(
@@ -256,10 +257,7 @@ fn banner(role: &str, cfg: &LatConfig, port: &Port, mtu: Mtu, clock_ns: f64) {
         }
     }
     let _ = writeln!(e, " Max inline data : {}[B]", cfg.inline_size);
-    let _ = writeln!(
-        e,
-        " Clock           : CLOCK_MONOTONIC, {clock_ns:.1} ns per read"
-    );
+    let _ = writeln!(e, " Clock           : {clock}");
     let _ = writeln!(e, "{line}");
 }
 
@@ -284,7 +282,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
     let mut side = create_side(port, &mut cfg, cli.inline_size.is_some())?;
     let local_qps = side.qp_infos()?;
     let mut out = Output::open(cli)?;
-    let clock_ns = clock_cost_ns();
+    let clock = Clock::new(cli.clock)?;
 
     let mut ch = Channel::connect(server, cli.conn.port, cli.conn.timeout)?;
     let result = (|| -> anyhow::Result<u8> {
@@ -299,7 +297,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
             local_qps.clone(),
         )?;
         side.connect(&remote_qps, mtu, cli.conn.qp_timeout)?;
-        banner("client", &cfg, &side.port, mtu, clock_ns);
+        banner("client", &cfg, &side.port, mtu, &clock.describe());
         out.begin()?;
         let mut dumps = Vec::new();
         let mut verdict_fail = false;
@@ -328,8 +326,9 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
                 cli.conn.timeout,
                 &ch,
                 &mut rec,
+                &clock,
             );
-            let count = match done {
+            let (count, rate) = match done {
                 Ok(c) => c,
                 Err(e) => {
                     ch.send_error(&format!("client failed: {e:#}"));
@@ -345,8 +344,9 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
                 other => return Err(expect_msg(other, "done")),
             }
             progress("");
+            clock.check_drift(rate);
             let stats = rec.stats(size);
-            let ctx = context_json("client", &cfg, mtu, &local_side, &remote_side, clock_ns);
+            let ctx = context_json("client", &cfg, mtu, &local_side, &remote_side, &clock, rate);
             out.result(&stats, &rec, &ctx)?;
             if cli.report_histogram {
                 dumps.push((size, rec.samples().to_vec()));
@@ -430,7 +430,15 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
         qps: local_qps,
         mtu: mtu.bytes(),
     })?;
-    banner("server", &cfg, &side.port, mtu, clock_cost_ns());
+    // The server records nothing: the monotonic clock only bounds its waits.
+    let clock = Clock::new(ClockChoice::Monotonic)?;
+    banner(
+        "server",
+        &cfg,
+        &side.port,
+        mtu,
+        "not used (the client measures the round trips)",
+    );
     let mut phase = 0u32;
     loop {
         match ch.recv("the next phase")? {
@@ -457,7 +465,7 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
         };
         let inline = size <= u64::from(cfg.inline_size);
         let mut rec = LatRecorder::new(0);
-        let count = run_size(
+        let (count, _) = run_size(
             &mut side,
             &client_qps[0],
             size,
@@ -467,6 +475,7 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
             cli.conn.timeout,
             ch,
             &mut rec,
+            &clock,
         )?;
         let client_count = match ch.recv("the client's result")? {
             Message::Done { phase: p, result } if p == phase => {

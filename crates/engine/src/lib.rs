@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod bw;
+pub mod clock;
 pub mod config;
 pub mod gid;
 pub mod lat;

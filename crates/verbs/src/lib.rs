@@ -58,6 +58,7 @@ mod error;
 mod mr;
 mod pd;
 mod qp;
+pub mod tsc;
 
 pub use context::{
     Context, DeviceAttributes, DeviceInfo, Gid, GidEntry, GidType, LinkLayer, Mtu, PortAttributes,
