@@ -36,6 +36,17 @@ fn stats_path(c: &mut Criterion) {
     });
 }
 
+/// One timestamp of each `--clock` source: what each latency sample pays
+/// once (compare the two within one run).
+fn clock_reads(c: &mut Criterion) {
+    use rdmaperf::clock::{MonotonicTicks, Ticks, TscTicks};
+    let mono = MonotonicTicks::starting_now();
+    c.bench_function("clock_read_monotonic", |b| b.iter(|| black_box(mono.now())));
+    if verbs::tsc::AVAILABLE {
+        c.bench_function("clock_read_tsc", |b| b.iter(|| black_box(TscTicks.now())));
+    }
+}
+
 fn qps(n: usize) -> Vec<QpInfo> {
     (0..n)
         .map(|i| QpInfo {
@@ -167,5 +178,12 @@ fn post_and_poll(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, stats_path, codec, reports, post_and_poll);
+criterion_group!(
+    benches,
+    stats_path,
+    clock_reads,
+    codec,
+    reports,
+    post_and_poll
+);
 criterion_main!(benches);

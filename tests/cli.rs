@@ -59,7 +59,7 @@ fn port_zero_is_a_usage_error() {
 
 #[test]
 fn bad_test_flags_exit_2_naming_the_flag_before_touching_a_device() {
-    let cases: [(&str, &[&str], &str); 6] = [
+    let cases: [(&str, &[&str], &str); 7] = [
         ("write_bw", &["-s", "0", "127.0.0.1"], "--size"),
         ("write_bw", &["-t", "0", "127.0.0.1"], "--tx-depth"),
         ("write_bw", &["-a", "-D", "5", "127.0.0.1"], "--duration"),
@@ -70,6 +70,7 @@ fn bad_test_flags_exit_2_naming_the_flag_before_touching_a_device() {
             &["--percentile", "p101", "127.0.0.1"],
             "--percentile",
         ),
+        ("write_lat", &["--clock", "rdtsc", "127.0.0.1"], "--clock"),
     ];
     for (bin, args, flag) in cases {
         let out = run(bin, args);

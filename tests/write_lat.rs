@@ -118,6 +118,50 @@ fn all_sizes_sweep_with_every_row() {
 
 #[test]
 #[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn every_clock_choice_names_its_source_and_measures_ordered_figures() {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let auto = if cfg!(target_arch = "x86_64") && engine::clock::invariant_tsc(&cpuinfo) {
+        "tsc"
+    } else {
+        "monotonic"
+    };
+    for (choice, source, chosen_by, banner) in [
+        ("tsc", "tsc", "--clock", "TSC (rdtsc"),
+        ("monotonic", "monotonic", "--clock", "CLOCK_MONOTONIC"),
+        ("auto", auto, "auto", "(auto)"),
+    ] {
+        let (s, c) = pair(&["-n", "300", "--clock", choice, "--json", "-"]);
+        assert_ok(&c, "client");
+        assert_ok(&s, "server");
+        let err = text(&c.stderr);
+        assert!(
+            err.contains(" Clock           : ") && err.contains(banner),
+            "{choice}: {err}"
+        );
+        let lines = json_lines(&text(&c.stdout));
+        let v = &lines[0];
+        assert_eq!(v["clock"]["source"], source, "--clock {choice}");
+        assert_eq!(v["clock"]["chosen_by"], chosen_by, "--clock {choice}");
+        assert!(v["clock"]["read_cost_ns"].as_f64().unwrap() > 0.0);
+        match v["clock"].get("tsc_mhz") {
+            Some(mhz) if source == "tsc" => {
+                let mhz = mhz.as_f64().unwrap();
+                assert!(mhz.is_finite() && mhz > 0.0, "tsc_mhz {mhz}");
+            }
+            None if source == "monotonic" => {}
+            other => panic!("--clock {choice}: tsc_mhz {other:?} with source {source}"),
+        }
+        let r = &v["result"];
+        assert_eq!(r["iterations"], 300, "--clock {choice}");
+        let f = |k: &str| r[k].as_f64().unwrap();
+        assert!(f("t_min_us") > 0.0, "--clock {choice}: {r}");
+        assert!(f("t_min_us") <= f("p50_us") && f("p50_us") <= f("p99_us"));
+        assert!(f("p99_us") <= f("t_max_us"), "--clock {choice}: {r}");
+    }
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
 fn json_carries_ordered_percentiles_count_and_a_histogram_that_round_trips() {
     let (s, c) = pair(&["-n", "400", "-s", "64", "--json", "-", "--json-histogram"]);
     assert_ok(&c, "client");
