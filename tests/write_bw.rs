@@ -288,10 +288,27 @@ fn report_gbits_switches_the_unit() {
 
 #[test]
 #[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
-fn client_fails_within_the_timeout_when_nothing_listens() {
+fn client_fails_within_the_timeout_when_nothing_listens_and_leaves_the_json_file_alone() {
     let dev = test_device();
+    // An older --json FILE survives a failed run untouched, and nothing
+    // else is left next to it.
+    let dir = std::env::temp_dir().join(format!("rdmaperf-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("out.json");
+    std::fs::write(&file, "older results\n").unwrap();
     let start = Instant::now();
-    let c = client(&dev, free_port(), &["--timeout", "2", "-n", "100"]);
+    let c = client(
+        &dev,
+        free_port(),
+        &[
+            "--timeout",
+            "2",
+            "-n",
+            "100",
+            "--json",
+            file.to_str().unwrap(),
+        ],
+    );
     let out = c.wait_bounded(Duration::from_secs(20), "client");
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(start.elapsed() < Duration::from_secs(10));
@@ -300,6 +317,13 @@ fn client_fails_within_the_timeout_when_nothing_listens() {
         "{}",
         text(&out.stderr)
     );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "older results\n");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("out.json")]);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -18,6 +18,7 @@ pub mod write_lat;
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -142,6 +143,68 @@ pub fn run_list(device: &DeviceArgs, json: Option<&str>) -> anyhow::Result<()> {
         None => Text.write(&mut stdout.lock(), &devices)?,
     }
     Ok(())
+}
+
+/// A `--json FILE` in the making: written under a temporary name in FILE's
+/// directory (`.FILE.<pid>.partial`) and renamed over FILE by
+/// [`JsonFile::commit`] when the run succeeds. Dropped uncommitted (the run
+/// failed), it removes the temporary file. So a failed run leaves neither a
+/// partial FILE nor a truncated older one.
+#[derive(Debug)]
+pub struct JsonFile {
+    tmp: PathBuf,
+    dest: PathBuf,
+    committed: bool,
+}
+
+impl JsonFile {
+    /// Creates the temporary file; returns it for writing.
+    ///
+    /// # Errors
+    /// A usage error naming `--json` when the path names no file or its
+    /// directory is not writable.
+    pub fn create(dest: &str) -> anyhow::Result<(Self, File)> {
+        let dest = PathBuf::from(dest);
+        let name = dest
+            .file_name()
+            .ok_or_else(|| UsageError(format!("--json: {dest:?} does not name a file")))?;
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".{}.partial", std::process::id()));
+        let tmp = dest.with_file_name(tmp_name);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| UsageError(format!("--json: cannot create {dest:?}: {e}")))?;
+        Ok((
+            Self {
+                tmp,
+                dest,
+                committed: false,
+            },
+            file,
+        ))
+    }
+
+    /// Renames the finished file over its destination.
+    ///
+    /// # Errors
+    /// When the rename fails (the temporary file is then removed).
+    pub fn commit(mut self) -> anyhow::Result<()> {
+        std::fs::rename(&self.tmp, &self.dest)
+            .map_err(|e| anyhow::anyhow!("cannot write --json file {:?}: {e}", self.dest))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for JsonFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// Whether an error is the user's input (exit 2) rather than a failure

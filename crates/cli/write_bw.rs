@@ -1,6 +1,5 @@
 //! `write_bw`: the command line, the client and server flows, output.
 
-use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
 
@@ -20,7 +19,7 @@ use crate::session::{
     server_hello, server_mtu, side_json, size_arg, sysfs_rate,
 };
 use crate::setup::{Port, open_port};
-use crate::{ConnectionArgs, DeviceArgs, EXIT_VERDICT_FAIL, RunArgs, UsageError};
+use crate::{ConnectionArgs, DeviceArgs, EXIT_VERDICT_FAIL, JsonFile, RunArgs, UsageError};
 
 /// RDMA WRITE bandwidth test (ib_write_bw equivalent). Run without SERVER
 /// on one host (the server), with SERVER on the other (the client). The
@@ -138,6 +137,8 @@ pub fn run(cli: &Cli) -> anyhow::Result<u8> {
 struct Output {
     table: Option<Table<io::Stdout>>,
     json: Option<JsonLines<Box<dyn Write>>>,
+    /// The `--json FILE`, renamed into place by [`Output::commit`].
+    file: Option<JsonFile>,
 }
 
 impl Output {
@@ -147,19 +148,26 @@ impl Output {
         } else {
             Unit::MibPerSec
         };
+        let mut file = None;
         let (table, json): (bool, Option<Box<dyn Write>>) = match cli.json.as_deref() {
             None => (true, None),
             Some("-") => (false, Some(Box::new(io::stdout()))),
             Some(path) => {
-                let f = File::create(path)
-                    .with_context(|| format!("cannot create --json file {path:?}"))?;
+                let (pending, f) = JsonFile::create(path)?;
+                file = Some(pending);
                 (true, Some(Box::new(io::BufWriter::new(f))))
             }
         };
         Ok(Self {
             table: table.then(|| Table::new(io::stdout(), unit, cli.cpu_util)),
             json: json.map(JsonLines::new),
+            file,
         })
+    }
+
+    /// The run succeeded: the `--json FILE` takes its place.
+    fn commit(self) -> anyhow::Result<()> {
+        self.file.map_or(Ok(()), JsonFile::commit)
     }
 
     fn begin(&mut self) -> io::Result<()> {
@@ -378,9 +386,11 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
                 }))?;
             }
             if !verdict.pass {
+                out.commit()?;
                 return Ok(EXIT_VERDICT_FAIL);
             }
         }
+        out.commit()?;
         Ok(0)
     })();
     if let Err(e) = &result {
@@ -507,5 +517,6 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
     if phase as usize != cfg.sizes.len() {
         bail!("client ended after {phase} of {} sizes", cfg.sizes.len());
     }
+    out.commit()?;
     Ok(0)
 }

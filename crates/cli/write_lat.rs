@@ -1,11 +1,10 @@
 //! `write_lat`: the command line, the client and server flows, output.
 
-use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::{anyhow, bail};
 use clap::Parser;
 use engine::clock::{ClockChoice, TickRate};
 use engine::lat::{
@@ -24,7 +23,7 @@ use crate::session::{
     server_hello, server_mtu, side_json, sysfs_rate,
 };
 use crate::setup::{Port, open_port};
-use crate::{ConnectionArgs, DeviceArgs, EXIT_VERDICT_FAIL, RunArgs, UsageError};
+use crate::{ConnectionArgs, DeviceArgs, EXIT_VERDICT_FAIL, JsonFile, RunArgs, UsageError};
 
 /// Inline size tried when `-I` is not given (perftest's `DEF_INLINE_WRITE`).
 const DEFAULT_INLINE: u32 = 220;
@@ -156,16 +155,19 @@ struct Output {
     json: Option<LatJsonLines<Box<dyn Write>>>,
     histogram_in_json: bool,
     dump: bool,
+    /// The `--json FILE`, renamed into place by [`Output::commit`].
+    file: Option<JsonFile>,
 }
 
 impl Output {
     fn open(cli: &Cli) -> anyhow::Result<Self> {
+        let mut file = None;
         let (table, json): (bool, Option<Box<dyn Write>>) = match cli.json.as_deref() {
             None => (true, None),
             Some("-") => (false, Some(Box::new(io::stdout()))),
             Some(path) => {
-                let f = File::create(path)
-                    .with_context(|| format!("cannot create --json file {path:?}"))?;
+                let (pending, f) = JsonFile::create(path)?;
+                file = Some(pending);
                 (true, Some(Box::new(io::BufWriter::new(f))))
             }
         };
@@ -174,7 +176,13 @@ impl Output {
             json: json.map(LatJsonLines::new),
             histogram_in_json: cli.json_histogram,
             dump: cli.report_histogram,
+            file,
         })
+    }
+
+    /// The run succeeded: the `--json FILE` takes its place.
+    fn commit(self) -> anyhow::Result<()> {
+        self.file.map_or(Ok(()), JsonFile::commit)
     }
 
     fn begin(&mut self) -> io::Result<()> {
@@ -373,6 +381,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
                 }))?;
             }
         }
+        out.commit()?;
         Ok(if verdict_fail { EXIT_VERDICT_FAIL } else { 0 })
     })();
     if let Err(e) = &result {
