@@ -98,6 +98,19 @@ impl Clock {
         Ok(clock)
     }
 
+    /// The server's clock: monotonic, cost not measured. The server stamps
+    /// no samples; the clock only bounds its waits.
+    pub fn for_server() -> Self {
+        Self {
+            source: ClockSource::Monotonic,
+            choice: ClockChoice::Monotonic,
+            origin: Instant::now(),
+            start: TickPoint { ticks: 0, ns: 0 },
+            startup_rate: TickRate::NANOSECONDS,
+            read_cost_ns: 0.0,
+        }
+    }
+
     /// The source in use.
     pub fn source(&self) -> ClockSource {
         self.source

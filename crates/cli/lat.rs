@@ -9,11 +9,10 @@
 //! and when the reply's byte arrives: one sample is one round trip; the
 //! reports show half of it, as perftest does.
 
-use std::time::{Duration, Instant};
-
-use engine::clock::{ClockSource, TickRate};
+use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
+use engine::clock::{ClockSource, TickRate};
 use engine::lat::LatRecorder;
 use engine::wire::QpInfo;
 use verbs::{CompletionQueue, LocalSge, RdmaWrite, WorkCompletion};
@@ -24,8 +23,10 @@ use crate::oob::Channel;
 
 /// Spins between two clock (and, for the server in duration mode,
 /// channel) checks. Large on purpose: the bound is seconds, and a clock
-/// read costs ~20 ns on hardware but ~2 µs under emulation, where frequent
-/// reads would inflate every sample.
+/// read costs ~20 ns on hardware but up to ~2.5 µs under emulation
+/// (CLOCK_MONOTONIC on an HPET clocksource), where frequent reads would
+/// inflate every sample. The checks read the samples' own clock, so with
+/// `--clock tsc` the loop makes no system call but the doorbell.
 const SPINS_PER_CHECK: u32 = 1 << 16;
 
 /// How a side's loop ends.
@@ -53,13 +54,17 @@ pub enum Role {
     Server,
 }
 
-struct Pong<'a> {
+struct Pong<'a, T> {
     cq: &'a CompletionQueue,
     wc: [WorkCompletion; 1],
     recv_off: usize,
     send_off: usize,
     write: RdmaWrite,
     timeout: Duration,
+    /// The samples' clock, also used for the waits' bounds: no second,
+    /// possibly slower, clock in the loop.
+    ticks: &'a T,
+    timeout_ticks: u64,
 }
 
 #[cold]
@@ -179,6 +184,8 @@ fn ping_pong(
         send_off: source + last,
         write,
         timeout,
+        ticks,
+        timeout_ticks: rate.ticks_for_ns(u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX)),
     };
     let mut ex = qp
         .exclusive()
@@ -233,14 +240,14 @@ fn ping_pong(
     Ok(count)
 }
 
-impl Pong<'_> {
+impl<T: Ticks> Pong<'_, T> {
     /// Writes `flag` into our source's last byte, posts the write, and
     /// polls its completion (bounded).
     #[inline]
     fn send(&mut self, ex: &mut verbs::ExclusivePoster<'_>, flag: u8) -> anyhow::Result<()> {
         ex.write_volatile(self.send_off, flag);
         ex.post_send(&self.write)?;
-        let mut deadline = None::<Instant>;
+        let mut deadline = None::<u64>;
         let mut polls = 0u32;
         loop {
             if self.cq.poll(&mut self.wc)? == 1 {
@@ -257,8 +264,8 @@ impl Pong<'_> {
             polls += 1;
             if polls == SPINS_PER_CHECK {
                 polls = 0;
-                let now = Instant::now();
-                if now > *deadline.get_or_insert(now + self.timeout) {
+                let now = self.ticks.now();
+                if now > *deadline.get_or_insert(now.saturating_add(self.timeout_ticks)) {
                     bail!(
                         "no completion for our write within {:?} (--timeout)",
                         self.timeout
@@ -281,17 +288,17 @@ impl Pong<'_> {
     ) -> anyhow::Result<bool> {
         let region = ex.region();
         let mut spins = 0u32;
-        let mut since = None::<Instant>;
+        let mut since = None::<u64>;
         while region.read_volatile(self.recv_off) != flag {
             spins += 1;
             if spins == SPINS_PER_CHECK {
                 spins = 0;
-                let now = Instant::now();
+                let now = self.ticks.now();
                 let start = *since.get_or_insert(now);
                 if matches!(until, Until::PeerSaysStop) && ch.has_pending() {
                     return Ok(false);
                 }
-                if now - start > self.timeout {
+                if now.saturating_sub(start) > self.timeout_ticks {
                     return Err(peer_silent(self.timeout, count));
                 }
             }

@@ -280,6 +280,8 @@ fn keep_samples(cfg: &LatConfig) -> usize {
 
 fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
     let mut cfg = cli.config()?;
+    // Before the device: `--clock tsc` where there is none is bad input.
+    let clock = Clock::new(cli.clock)?;
     let port = open_port(
         cli.device.ib_dev.as_deref(),
         cli.device.ib_port,
@@ -290,7 +292,6 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
     let mut side = create_side(port, &mut cfg, cli.inline_size.is_some())?;
     let local_qps = side.qp_infos()?;
     let mut out = Output::open(cli)?;
-    let clock = Clock::new(cli.clock)?;
 
     let mut ch = Channel::connect(server, cli.conn.port, cli.conn.timeout)?;
     let result = (|| -> anyhow::Result<u8> {
@@ -440,7 +441,7 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
         mtu: mtu.bytes(),
     })?;
     // The server records nothing: the monotonic clock only bounds its waits.
-    let clock = Clock::new(ClockChoice::Monotonic)?;
+    let clock = Clock::for_server();
     banner(
         "server",
         &cfg,
