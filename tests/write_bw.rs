@@ -13,7 +13,9 @@ use std::process::Output;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::{Reaper, free_port, test_device, text};
+use support::{
+    Reaper, assert_client_fails_soon_after_the_server_dies, free_port, test_device, text,
+};
 
 fn spawn(args: &[&str]) -> Reaper {
     Reaper::spawn(env!("CARGO_BIN_EXE_write_bw"), args)
@@ -331,22 +333,9 @@ fn client_fails_within_the_timeout_when_nothing_listens_and_leaves_the_json_file
 fn client_exits_nonzero_within_the_timeout_when_the_server_dies_mid_run() {
     let dev = test_device();
     let port = free_port();
-    let mut s = server(&dev, port, &[]);
+    let s = server(&dev, port, &[]);
     let c = client(&dev, port, &["-n", "1000000", "--timeout", "4"]);
-    thread::sleep(Duration::from_secs(4));
-    s.kill();
-    let killed = Instant::now();
-    let out = c.wait_bounded(Duration::from_secs(30), "client");
-    assert!(
-        !out.status.success(),
-        "client succeeded against a dead server"
-    );
-    assert!(
-        killed.elapsed() < Duration::from_secs(15),
-        "client took {:?}",
-        killed.elapsed()
-    );
-    assert!(text(&out.stderr).contains("error"), "{}", text(&out.stderr));
+    assert_client_fails_soon_after_the_server_dies(s, c);
 }
 
 #[test]

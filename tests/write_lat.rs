@@ -5,10 +5,11 @@
 mod support;
 
 use std::process::Output;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{Reaper, free_port, test_device, text};
+use support::{
+    Reaper, assert_client_fails_soon_after_the_server_dies, free_port, test_device, text,
+};
 
 fn spawn(args: &[&str]) -> Reaper {
     Reaper::spawn(env!("CARGO_BIN_EXE_write_lat"), args)
@@ -261,7 +262,7 @@ fn max_latency_verdict_passes_and_fails() {
 fn client_exits_nonzero_within_the_timeout_when_the_server_dies_mid_run() {
     let dev = test_device();
     let port = free_port().to_string();
-    let mut s = server(&dev, &port);
+    let s = server(&dev, &port);
     let c = spawn(&[
         "-d",
         &dev,
@@ -273,17 +274,7 @@ fn client_exits_nonzero_within_the_timeout_when_the_server_dies_mid_run() {
         "100000000",
         "127.0.0.1",
     ]);
-    thread::sleep(Duration::from_secs(4));
-    s.kill();
-    let killed = Instant::now();
-    let out = c.wait_bounded(Duration::from_secs(30), "client");
-    assert!(!out.status.success());
-    assert!(
-        killed.elapsed() < Duration::from_secs(15),
-        "took {:?}",
-        killed.elapsed()
-    );
-    assert!(text(&out.stderr).contains("error"), "{}", text(&out.stderr));
+    assert_client_fails_soon_after_the_server_dies(s, c);
 }
 
 #[test]

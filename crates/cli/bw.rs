@@ -255,12 +255,12 @@ impl BwSide {
 
     /// Local address of QP `q`'s source area.
     pub fn source(&self, q: usize) -> u64 {
-        self.mr_addr + (self.qp_count + q as u64) * self.area
+        self.mr_addr + self.source_offset(q) as u64
     }
 
     /// Local address of QP `q`'s target area (where the peer writes).
     pub fn target(&self, q: usize) -> u64 {
-        self.mr_addr + q as u64 * self.area
+        self.mr_addr + self.target_offset(q) as u64
     }
 
     /// Offset of QP `q`'s target area in the memory region.
@@ -281,11 +281,6 @@ impl BwSide {
     /// The first QP and the first CQ, borrowed together (single-QP tests).
     pub fn first_mut(&mut self) -> (&mut BoundQueuePair, &CompletionQueue) {
         (&mut self.qps[0], &self.cqs[0])
-    }
-
-    /// The CQ of thread `t`.
-    pub fn cq(&self, t: usize) -> &CompletionQueue {
-        &self.cqs[t]
     }
 
     /// Measures one message size: every worker thread drives its QPs,

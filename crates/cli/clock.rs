@@ -71,18 +71,13 @@ impl Clock {
     /// A usage error for `--clock tsc` where no TSC can be read; an error
     /// when the TSC does not advance.
     pub fn new(choice: ClockChoice) -> anyhow::Result<Self> {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok();
+        // Only `auto` looks at the CPU's flags.
+        let cpuinfo = (choice == ClockChoice::Auto)
+            .then(|| std::fs::read_to_string("/proc/cpuinfo").ok())
+            .flatten();
         let source = engine::clock::choose(choice, verbs::tsc::AVAILABLE, cpuinfo.as_deref())
             .map_err(UsageError)?;
-        let origin = Instant::now();
-        let mut clock = Self {
-            source,
-            choice,
-            origin,
-            start: TickPoint { ticks: 0, ns: 0 },
-            startup_rate: TickRate::NANOSECONDS,
-            read_cost_ns: 0.0,
-        };
+        let mut clock = Self::unmeasured(source, choice);
         if source == ClockSource::Tsc {
             clock.start = clock.point();
             std::thread::sleep(CALIBRATION);
@@ -101,9 +96,14 @@ impl Clock {
     /// The server's clock: monotonic, cost not measured. The server stamps
     /// no samples; the clock only bounds its waits.
     pub fn for_server() -> Self {
+        Self::unmeasured(ClockSource::Monotonic, ClockChoice::Monotonic)
+    }
+
+    /// `source`, not yet calibrated nor measured.
+    fn unmeasured(source: ClockSource, choice: ClockChoice) -> Self {
         Self {
-            source: ClockSource::Monotonic,
-            choice: ClockChoice::Monotonic,
+            source,
+            choice,
             origin: Instant::now(),
             start: TickPoint { ticks: 0, ns: 0 },
             startup_rate: TickRate::NANOSECONDS,
@@ -111,14 +111,17 @@ impl Clock {
         }
     }
 
+    /// How the source was chosen, as reported.
+    fn chosen_by(&self) -> &'static str {
+        match self.choice {
+            ClockChoice::Auto => "auto",
+            _ => "--clock",
+        }
+    }
+
     /// The source in use.
     pub fn source(&self) -> ClockSource {
         self.source
-    }
-
-    /// Cost of one read, nanoseconds.
-    pub fn read_cost_ns(&self) -> f64 {
-        self.read_cost_ns
     }
 
     /// The TSC and the monotonic clock read together: the TSC read before
@@ -180,10 +183,7 @@ impl Clock {
     pub fn json(&self, rate: TickRate) -> serde_json::Value {
         let mut v = serde_json::json!({
             "source": self.source,
-            "chosen_by": match self.choice {
-                ClockChoice::Auto => "auto",
-                _ => "--clock",
-            },
+            "chosen_by": self.chosen_by(),
             "read_cost_ns": self.read_cost_ns,
         });
         if self.source == ClockSource::Tsc {
@@ -198,13 +198,11 @@ impl Clock {
             ClockSource::Tsc => format!(" at {:.2} MHz", self.startup_rate.mhz()),
             ClockSource::Monotonic => String::new(),
         };
-        let how = match self.choice {
-            ClockChoice::Auto => "auto",
-            _ => "--clock",
-        };
         format!(
-            "{}{rate}, {:.1} ns per read ({how})",
-            self.source, self.read_cost_ns
+            "{}{rate}, {:.1} ns per read ({})",
+            self.source,
+            self.read_cost_ns,
+            self.chosen_by()
         )
     }
 }

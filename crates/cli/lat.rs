@@ -114,52 +114,43 @@ pub fn run_size(
     clock: &Clock,
 ) -> anyhow::Result<(u64, TickRate)> {
     let rate = clock.rate_now();
-    let run = Run {
-        size,
-        inline,
-        role,
-        until,
-        timeout,
-        ch,
-        rate,
-    };
     // One monomorphised loop per source: no branch on the clock inside.
     let count = match clock.source() {
-        ClockSource::Tsc => ping_pong(side, remote, &run, rec, &TscTicks)?,
-        ClockSource::Monotonic => {
-            ping_pong(side, remote, &run, rec, &MonotonicTicks::starting_now())?
-        }
+        ClockSource::Tsc => ping_pong(
+            side, remote, size, inline, role, until, timeout, ch, rec, rate, &TscTicks,
+        )?,
+        ClockSource::Monotonic => ping_pong(
+            side,
+            remote,
+            size,
+            inline,
+            role,
+            until,
+            timeout,
+            ch,
+            rec,
+            rate,
+            &MonotonicTicks::starting_now(),
+        )?,
     };
     Ok((count, rate))
 }
 
-/// What one size's ping-pong needs besides the QP and the recorder.
-struct Run<'a> {
+/// [`run_size`] with the clock's ticks and their rate.
+#[allow(clippy::too_many_arguments)]
+fn ping_pong(
+    side: &mut BwSide,
+    remote: &QpInfo,
     size: u64,
     inline: bool,
     role: Role,
     until: Until,
     timeout: Duration,
-    ch: &'a Channel,
-    rate: TickRate,
-}
-
-fn ping_pong(
-    side: &mut BwSide,
-    remote: &QpInfo,
-    run: &Run<'_>,
+    ch: &Channel,
     rec: &mut LatRecorder,
+    rate: TickRate,
     ticks: &impl Ticks,
 ) -> anyhow::Result<u64> {
-    let Run {
-        size,
-        inline,
-        role,
-        until,
-        timeout,
-        ch,
-        rate,
-    } = *run;
     let len = usize::try_from(size).context("message size")?;
     let last = len - 1;
     let (target, source) = (side.target_offset(0), side.source_offset(0));

@@ -207,6 +207,75 @@ impl Drop for JsonFile {
     }
 }
 
+/// What `--json` asks of a test's output: JSON lines to stdout instead of
+/// the table (`-`), to a file beside the table (written as a [`JsonFile`]),
+/// or none.
+pub struct JsonOutput {
+    /// Whether stdout carries the table (not JSON).
+    pub table_on_stdout: bool,
+    /// The JSON lines, when asked for.
+    pub json: Option<engine::bw::JsonLines<Box<dyn Write>>>,
+    file: Option<JsonFile>,
+}
+
+impl std::fmt::Debug for JsonOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonOutput")
+            .field("table_on_stdout", &self.table_on_stdout)
+            .field("json", &self.json.is_some())
+            .field("file", &self.file)
+            .finish()
+    }
+}
+
+impl JsonOutput {
+    /// Opens what `--json` names (a file is created now, so a bad path
+    /// fails before any work).
+    ///
+    /// # Errors
+    /// As [`JsonFile::create`].
+    pub fn open(json: Option<&str>) -> anyhow::Result<Self> {
+        let (table_on_stdout, out, file): (bool, Option<Box<dyn Write>>, _) = match json {
+            None => (true, None, None),
+            Some("-") => (false, Some(Box::new(io::stdout())), None),
+            Some(path) => {
+                let (pending, f) = JsonFile::create(path)?;
+                (true, Some(Box::new(io::BufWriter::new(f))), Some(pending))
+            }
+        };
+        Ok(Self {
+            table_on_stdout,
+            json: out.map(engine::bw::JsonLines::new),
+            file,
+        })
+    }
+
+    /// Reports a verdict: its line on stdout beside the table (on stderr
+    /// when stdout carries JSON), and a JSON line when JSON is written.
+    ///
+    /// # Errors
+    /// I/O errors of the JSON destination.
+    pub fn verdict(&mut self, line: &str, verdict: &impl serde::Serialize) -> io::Result<()> {
+        if self.table_on_stdout {
+            println!("{line}");
+        } else {
+            eprintln!("{line}");
+        }
+        match &mut self.json {
+            Some(j) => j.verdict(verdict),
+            None => Ok(()),
+        }
+    }
+
+    /// The run succeeded: a `--json FILE` takes its place.
+    ///
+    /// # Errors
+    /// As [`JsonFile::commit`].
+    pub fn commit(self) -> anyhow::Result<()> {
+        self.file.map_or(Ok(()), JsonFile::commit)
+    }
+}
+
 /// Whether an error is the user's input (exit 2) rather than a failure
 /// while running (exit 1).
 pub fn is_usage_error(err: &anyhow::Error) -> bool {
@@ -225,11 +294,12 @@ pub fn is_usage_error(err: &anyhow::Error) -> bool {
 }
 
 /// The binaries' `main` tail: prints the error on stderr and picks the
-/// exit code (0 ok, 1 runtime failure, 2 bad input; a closed stdout pipe
-/// is not an error).
-pub fn finish(program: &str, result: anyhow::Result<()>) -> ExitCode {
+/// exit code (the run's own code when it finished, e.g. 0 or
+/// [`EXIT_VERDICT_FAIL`]; 1 runtime failure, 2 bad input; a closed stdout
+/// pipe is not an error).
+pub fn finish(program: &str, result: anyhow::Result<u8>) -> ExitCode {
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(err) => {
             let broken_pipe = err.chain().any(|c| {
                 c.downcast_ref::<io::Error>()

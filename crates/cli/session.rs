@@ -7,8 +7,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::anyhow;
+use engine::config::ConfigError;
 use engine::link;
 use engine::wire::{Message, QpInfo, SideInfo};
+use serde::de::DeserializeOwned;
 use verbs::Mtu;
 
 use crate::oob::Channel;
@@ -36,8 +38,8 @@ pub fn seconds_arg(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v))
 }
 
-/// Client: sends the test and its side, returns the server's side, QPs and
-/// the MTU it chose.
+/// Client: sends the test and its side (with the path MTU it proposes),
+/// returns the server's side, QPs and the MTU it chose.
 ///
 /// # Errors
 /// A rejection (with the server's reason), a protocol or channel error.
@@ -45,13 +47,14 @@ pub fn client_hello(
     ch: &mut Channel,
     test: &str,
     config: serde_json::Value,
-    side: SideInfo,
+    side: &SideInfo,
+    mtu: Mtu,
     qps: Vec<QpInfo>,
 ) -> anyhow::Result<(SideInfo, Vec<QpInfo>, Mtu)> {
     ch.send(&Message::Hello {
         test: test.into(),
         config,
-        side,
+        side: with_mtu(side, mtu),
         qps,
     })?;
     match ch.recv("the server's answer")? {
@@ -64,8 +67,16 @@ pub fn client_hello(
     }
 }
 
-/// Both sides: the barrier that starts phase `phase` (the client sends
-/// first, the server answers).
+/// `side` as sent in the handshake: with the path MTU in use.
+fn with_mtu(side: &SideInfo, mtu: Mtu) -> SideInfo {
+    SideInfo {
+        mtu: mtu.bytes(),
+        ..side.clone()
+    }
+}
+
+/// Client: the barrier that starts phase `phase` (the client sends first,
+/// the server answers).
 ///
 /// # Errors
 /// A protocol or channel error.
@@ -89,23 +100,68 @@ pub fn client_goodbye(ch: &mut Channel) -> anyhow::Result<()> {
     }
 }
 
+/// Server: waits for the client's next step. `Some(size)` when the client
+/// starts phase `phase` (its barrier not yet answered: the caller answers
+/// when ready); `None` after the client's goodbye (answered).
+///
+/// # Errors
+/// A protocol or channel error, or a phase beyond the test's sizes.
+pub fn server_next_phase(
+    ch: &mut Channel,
+    phase: u32,
+    sizes: &[u64],
+) -> anyhow::Result<Option<u64>> {
+    match ch.recv("the next phase")? {
+        Message::Barrier { phase: p } if p == phase => {
+            let size = sizes.get(phase as usize).ok_or_else(|| {
+                anyhow!(
+                    "client started phase {phase} of a {}-size test",
+                    sizes.len()
+                )
+            })?;
+            Ok(Some(*size))
+        }
+        Message::Bye => {
+            ch.send(&Message::Bye)?;
+            Ok(None)
+        }
+        other => Err(expect_msg(other, "barrier")),
+    }
+}
+
+/// Server, after the goodbye: every size must have run.
+///
+/// # Errors
+/// When the client ended after `phases` of them.
+pub fn server_all_phases_run(phases: u32, sizes: &[u64]) -> anyhow::Result<()> {
+    if phases as usize != sizes.len() {
+        anyhow::bail!("client ended after {phases} of {} sizes", sizes.len());
+    }
+    Ok(())
+}
+
 /// Server: what the client asked for.
 #[derive(Debug)]
-pub struct Hello {
-    /// The test configuration, to be decoded by the test.
-    pub config: serde_json::Value,
+pub struct Hello<C> {
+    /// The test configuration, decoded and valid.
+    pub config: C,
     /// The client's side.
     pub side: SideInfo,
     /// The client's QPs.
     pub qps: Vec<QpInfo>,
 }
 
-/// Server: receives the client's `Hello` for `test` (rejecting any other
-/// test).
+/// Server: receives the client's `Hello` for `test` and decodes and
+/// `validate`s its configuration, rejecting (and telling the client) any
+/// other test, a malformed or an invalid configuration.
 ///
 /// # Errors
-/// A protocol or channel error, or the wrong test (after telling the client).
-pub fn server_hello(ch: &mut Channel, test: &str) -> anyhow::Result<Hello> {
+/// A protocol or channel error, or the rejection.
+pub fn server_hello<C: DeserializeOwned>(
+    ch: &mut Channel,
+    test: &str,
+    validate: impl FnOnce(&C) -> Result<(), ConfigError>,
+) -> anyhow::Result<Hello<C>> {
     match ch.recv("the client's test")? {
         Message::Hello {
             test: asked,
@@ -119,10 +175,34 @@ pub fn server_hello(ch: &mut Channel, test: &str) -> anyhow::Result<Hello> {
                     format!("this server runs {test}, the client asked for {asked:?}"),
                 ));
             }
+            let config: C = match serde_json::from_value(config) {
+                Ok(c) => c,
+                Err(e) => return Err(reject(ch, format!("malformed configuration: {e}"))),
+            };
+            if let Err(e) = validate(&config) {
+                return Err(reject(ch, format!("invalid configuration: {e}")));
+            }
             Ok(Hello { config, side, qps })
         }
         other => Err(expect_msg(other, "hello")),
     }
+}
+
+/// Server: accepts the test, sending our side and QPs and the path MTU.
+///
+/// # Errors
+/// A channel error.
+pub fn server_accept(
+    ch: &mut Channel,
+    side: &SideInfo,
+    mtu: Mtu,
+    qps: Vec<QpInfo>,
+) -> anyhow::Result<()> {
+    ch.send(&Message::Accept {
+        side: with_mtu(side, mtu),
+        qps,
+        mtu: mtu.bytes(),
+    })
 }
 
 /// Server: tells the client why its test is refused, and returns the

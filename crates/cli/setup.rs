@@ -9,8 +9,9 @@ use verbs::{Context, Mtu, PortAttributes};
 use crate::UsageError;
 use crate::inventory::gid_kind;
 
-/// A device opened on an active port with a chosen GID.
-#[derive(Debug)]
+/// A device opened on an active port with a chosen GID (a clone shares
+/// the open device).
+#[derive(Debug, Clone)]
 pub struct Port {
     /// The open device.
     pub ctx: Context,

@@ -3,9 +3,9 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::Context as _;
 use clap::Parser;
-use engine::bw::{BwResult, BwWriter, JsonLines, Table, Unit};
+use engine::bw::{BwResult, BwWriter, Table, Unit};
 use engine::config::BwConfig;
 use engine::gid::to_perftest_string;
 use engine::link::{self, ExpectRate, LinkRate, Verdict, VerdictInput};
@@ -16,10 +16,11 @@ use crate::bw::{BwSide, Layout};
 use crate::oob::Channel;
 use crate::session::{
     self, Hello, client_barrier, client_goodbye, client_hello, expect_msg, progress, reject,
-    server_hello, server_mtu, side_json, size_arg, sysfs_rate,
+    server_accept, server_all_phases_run, server_hello, server_mtu, server_next_phase, side_json,
+    size_arg, sysfs_rate,
 };
 use crate::setup::{Port, open_port};
-use crate::{ConnectionArgs, DeviceArgs, EXIT_VERDICT_FAIL, JsonFile, RunArgs, UsageError};
+use crate::{ConnectionArgs, DeviceArgs, EXIT_VERDICT_FAIL, JsonOutput, RunArgs, UsageError};
 
 /// RDMA WRITE bandwidth test (ib_write_bw equivalent). Run without SERVER
 /// on one host (the server), with SERVER on the other (the client). The
@@ -136,9 +137,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<u8> {
 
 struct Output {
     table: Option<Table<io::Stdout>>,
-    json: Option<JsonLines<Box<dyn Write>>>,
-    /// The `--json FILE`, renamed into place by [`Output::commit`].
-    file: Option<JsonFile>,
+    json: JsonOutput,
 }
 
 impl Output {
@@ -148,26 +147,13 @@ impl Output {
         } else {
             Unit::MibPerSec
         };
-        let mut file = None;
-        let (table, json): (bool, Option<Box<dyn Write>>) = match cli.json.as_deref() {
-            None => (true, None),
-            Some("-") => (false, Some(Box::new(io::stdout()))),
-            Some(path) => {
-                let (pending, f) = JsonFile::create(path)?;
-                file = Some(pending);
-                (true, Some(Box::new(io::BufWriter::new(f))))
-            }
-        };
+        let json = JsonOutput::open(cli.json.as_deref())?;
         Ok(Self {
-            table: table.then(|| Table::new(io::stdout(), unit, cli.cpu_util)),
-            json: json.map(JsonLines::new),
-            file,
+            table: json
+                .table_on_stdout
+                .then(|| Table::new(io::stdout(), unit, cli.cpu_util)),
+            json,
         })
-    }
-
-    /// The run succeeded: the `--json FILE` takes its place.
-    fn commit(self) -> anyhow::Result<()> {
-        self.file.map_or(Ok(()), JsonFile::commit)
     }
 
     fn begin(&mut self) -> io::Result<()> {
@@ -181,7 +167,7 @@ impl Output {
         if let Some(t) = &mut self.table {
             t.result(r, ctx)?;
         }
-        if let Some(j) = &mut self.json {
+        if let Some(j) = &mut self.json.json {
             j.result(r, ctx)?;
         }
         Ok(())
@@ -191,8 +177,8 @@ impl Output {
         if let Some(t) = &mut self.table {
             t.end()?;
         }
-        if let Some(j) = &mut self.json {
-            j.end()?;
+        if let Some(j) = &mut self.json.json {
+            BwWriter::end(j)?;
         }
         Ok(())
     }
@@ -313,10 +299,8 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
             &mut ch,
             "write_bw",
             serde_json::to_value(&cfg)?,
-            SideInfo {
-                mtu: mtu.bytes(),
-                ..local_side.clone()
-            },
+            &local_side,
+            mtu,
             local_qps.clone(),
         )?;
         side.connect(&remote_qps, mtu, cli.conn.qp_timeout)?;
@@ -373,24 +357,13 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
                 best_gbps,
                 if cfg.bidirectional { 2 } else { 1 },
             );
-            if out.table.is_some() {
-                println!("{}", verdict.line());
-            } else {
-                eprintln!("{}", verdict.line());
-            }
-            if let Some(j) = &mut out.json {
-                j.line(&serde_json::json!({
-                    "schema_version": engine::bw::SCHEMA_VERSION,
-                    "kind": "verdict",
-                    "verdict": verdict,
-                }))?;
-            }
+            out.json.verdict(&verdict.line(), &verdict)?;
             if !verdict.pass {
-                out.commit()?;
+                out.json.commit()?;
                 return Ok(EXIT_VERDICT_FAIL);
             }
         }
-        out.commit()?;
+        out.json.commit()?;
         Ok(0)
     })();
     if let Err(e) = &result {
@@ -426,17 +399,10 @@ fn run_server(cli: &Cli) -> anyhow::Result<u8> {
 
 fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyhow::Result<u8> {
     let Hello {
-        config,
+        config: cfg,
         side: client_side,
         qps: client_qps,
-    } = server_hello(ch, "write_bw")?;
-    let cfg: BwConfig = match serde_json::from_value(config) {
-        Ok(c) => c,
-        Err(e) => return Err(reject(ch, format!("malformed configuration: {e}"))),
-    };
-    if let Err(e) = cfg.validate() {
-        return Err(reject(ch, format!("invalid configuration: {e}")));
-    }
+    } = server_hello(ch, "write_bw", BwConfig::validate)?;
     let need = cfg.memory_needed(cfg.bidirectional);
     if need > cli.max_mem {
         return Err(reject(
@@ -456,33 +422,13 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
     if let Err(e) = side.connect(&client_qps, mtu, cli.conn.qp_timeout) {
         return Err(reject(ch, format!("server cannot connect its QPs: {e:#}")));
     }
-    ch.send(&Message::Accept {
-        side: SideInfo {
-            mtu: mtu.bytes(),
-            ..local_side.clone()
-        },
-        qps: local_qps.clone(),
-        mtu: mtu.bytes(),
-    })?;
+    server_accept(ch, local_side, mtu, local_qps.clone())?;
     banner("server", &cfg, &side.port, mtu, &local_qps, &client_qps);
     let mut out = Output::open(cli)?;
     out.begin()?;
     let mut phase = 0u32;
-    loop {
-        match ch.recv("the next phase")? {
-            Message::Barrier { phase: p } if p == phase => ch.send(&Message::Barrier { phase })?,
-            Message::Bye => {
-                ch.send(&Message::Bye)?;
-                break;
-            }
-            other => return Err(expect_msg(other, "barrier")),
-        }
-        let size = *cfg.sizes.get(phase as usize).ok_or_else(|| {
-            anyhow!(
-                "client started phase {phase} of a {}-size test",
-                cfg.sizes.len()
-            )
-        })?;
+    while let Some(size) = server_next_phase(ch, phase, &cfg.sizes)? {
+        ch.send(&Message::Barrier { phase })?;
         let mine = if cfg.bidirectional {
             let measured =
                 ch.with_heartbeat(|| side.run(&cfg, size, &client_qps, cli.conn.timeout))??;
@@ -514,9 +460,7 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
         phase += 1;
     }
     out.end()?;
-    if phase as usize != cfg.sizes.len() {
-        bail!("client ended after {phase} of {} sizes", cfg.sizes.len());
-    }
-    out.commit()?;
+    server_all_phases_run(phase, &cfg.sizes)?;
+    out.json.commit()?;
     Ok(0)
 }

@@ -4,12 +4,12 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail};
+use anyhow::bail;
 use clap::Parser;
 use engine::clock::{ClockChoice, TickRate};
 use engine::lat::{
-    LatConfig, LatJsonLines, LatRecorder, LatStats, LatTable, LatWriter, Percentile, dump_samples,
-    lat_verdict, parse_max_latency,
+    LatConfig, LatRecorder, LatStats, LatTable, LatWriter, Percentile, dump_samples, lat_verdict,
+    parse_max_latency,
 };
 use engine::wire::{Message, SideInfo};
 use verbs::Mtu;
@@ -20,10 +20,11 @@ use crate::lat::{Role, Until, run_size, zero_areas};
 use crate::oob::Channel;
 use crate::session::{
     self, Hello, client_barrier, client_goodbye, client_hello, expect_msg, progress, reject,
-    server_hello, server_mtu, side_json, sysfs_rate,
+    server_accept, server_all_phases_run, server_hello, server_mtu, server_next_phase, side_json,
+    sysfs_rate,
 };
 use crate::setup::{Port, open_port};
-use crate::{ConnectionArgs, DeviceArgs, EXIT_VERDICT_FAIL, JsonFile, RunArgs, UsageError};
+use crate::{ConnectionArgs, DeviceArgs, EXIT_VERDICT_FAIL, JsonOutput, RunArgs, UsageError};
 
 /// Inline size tried when `-I` is not given (perftest's `DEF_INLINE_WRITE`).
 const DEFAULT_INLINE: u32 = 220;
@@ -128,13 +129,7 @@ fn create_side(port: Port, cfg: &mut LatConfig, explicit_inline: bool) -> anyhow
     if explicit_inline || cfg.inline_size == 0 {
         return BwSide::create(port, &layout(cfg, cfg.inline_size));
     }
-    let retry = Port {
-        ctx: port.ctx.clone(),
-        port: port.port,
-        attr: port.attr.clone(),
-        gid_index: port.gid_index,
-        gid: port.gid,
-    };
+    let retry = port.clone();
     match BwSide::create(port, &layout(cfg, cfg.inline_size)) {
         Ok(s) => Ok(s),
         Err(e) if crate::is_usage_error(&e) => {
@@ -152,37 +147,20 @@ fn create_side(port: Port, cfg: &mut LatConfig, explicit_inline: bool) -> anyhow
 
 struct Output {
     table: Option<LatTable<io::Stdout>>,
-    json: Option<LatJsonLines<Box<dyn Write>>>,
+    json: JsonOutput,
     histogram_in_json: bool,
     dump: bool,
-    /// The `--json FILE`, renamed into place by [`Output::commit`].
-    file: Option<JsonFile>,
 }
 
 impl Output {
     fn open(cli: &Cli) -> anyhow::Result<Self> {
-        let mut file = None;
-        let (table, json): (bool, Option<Box<dyn Write>>) = match cli.json.as_deref() {
-            None => (true, None),
-            Some("-") => (false, Some(Box::new(io::stdout()))),
-            Some(path) => {
-                let (pending, f) = JsonFile::create(path)?;
-                file = Some(pending);
-                (true, Some(Box::new(io::BufWriter::new(f))))
-            }
-        };
+        let json = JsonOutput::open(cli.json.as_deref())?;
         Ok(Self {
-            table: table.then(|| LatTable::new(io::stdout())),
-            json: json.map(LatJsonLines::new),
+            table: json.table_on_stdout.then(|| LatTable::new(io::stdout())),
+            json,
             histogram_in_json: cli.json_histogram,
             dump: cli.report_histogram,
-            file,
         })
-    }
-
-    /// The run succeeded: the `--json FILE` takes its place.
-    fn commit(self) -> anyhow::Result<()> {
-        self.file.map_or(Ok(()), JsonFile::commit)
     }
 
     fn begin(&mut self) -> io::Result<()> {
@@ -201,7 +179,7 @@ impl Output {
         if let Some(t) = &mut self.table {
             t.result(stats, ctx, None)?;
         }
-        if let Some(j) = &mut self.json {
+        if let Some(j) = &mut self.json.json {
             let h = self.histogram_in_json.then(|| rec.histogram_base64());
             j.result(stats, ctx, h.as_deref())?;
         }
@@ -218,8 +196,8 @@ impl Output {
                 dump_samples(&mut out, *bytes, samples)?;
             }
         }
-        if let Some(j) = &mut self.json {
-            j.end()?;
+        if let Some(j) = &mut self.json.json {
+            LatWriter::end(j)?;
         }
         Ok(())
     }
@@ -299,10 +277,8 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
             &mut ch,
             "write_lat",
             serde_json::to_value(&cfg)?,
-            SideInfo {
-                mtu: mtu.bytes(),
-                ..local_side.clone()
-            },
+            &local_side,
+            mtu,
             local_qps.clone(),
         )?;
         side.connect(&remote_qps, mtu, cli.conn.qp_timeout)?;
@@ -311,12 +287,14 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
         let mut dumps = Vec::new();
         let mut verdict_fail = false;
         let mut verdicts = Vec::new();
+        // Allocated (and its pages touched) once; emptied for each size.
+        let mut rec = LatRecorder::new(keep_samples(&cfg));
         for (phase, &size) in cfg.sizes.iter().enumerate() {
             let phase = phase as u32;
             zero_areas(&mut side, size)?;
             client_barrier(&mut ch, phase)?;
             progress(&format!("write_lat: {size} B ..."));
-            let mut rec = LatRecorder::new(keep_samples(&cfg));
+            rec.reset();
             let until = match cfg.duration {
                 None => Until::Iterations(cfg.iters),
                 Some(d) => Until::Duration {
@@ -369,20 +347,9 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
         out.end(&dumps)?;
         client_goodbye(&mut ch)?;
         for v in &verdicts {
-            if out.table.is_some() {
-                println!("{}", v.line());
-            } else {
-                eprintln!("{}", v.line());
-            }
-            if let Some(j) = &mut out.json {
-                j.line(&serde_json::json!({
-                    "schema_version": engine::bw::SCHEMA_VERSION,
-                    "kind": "verdict",
-                    "verdict": v,
-                }))?;
-            }
+            out.json.verdict(&v.line(), v)?;
         }
-        out.commit()?;
+        out.json.commit()?;
         Ok(if verdict_fail { EXIT_VERDICT_FAIL } else { 0 })
     })();
     if let Err(e) = &result {
@@ -403,26 +370,10 @@ fn run_server(cli: &Cli) -> anyhow::Result<u8> {
 
 fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyhow::Result<u8> {
     let Hello {
-        config,
+        config: mut cfg,
         side: client_side,
         qps: client_qps,
-    } = server_hello(ch, "write_lat")?;
-    let mut cfg: LatConfig = match serde_json::from_value(config) {
-        Ok(c) => c,
-        Err(e) => return Err(reject(ch, format!("malformed configuration: {e}"))),
-    };
-    if let Err(e) = cfg.validate() {
-        return Err(reject(ch, format!("invalid configuration: {e}")));
-    }
-    if client_qps.len() != 1 {
-        return Err(reject(
-            ch,
-            format!(
-                "a latency test uses one QP, the client offers {}",
-                client_qps.len()
-            ),
-        ));
-    }
+    } = server_hello(ch, "write_lat", LatConfig::validate)?;
     let mtu = server_mtu(ch, &port, cfg.mtu, client_side.mtu)?;
     let mut side = match create_side(port, &mut cfg, false) {
         Ok(s) => s,
@@ -432,14 +383,7 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
     if let Err(e) = side.connect(&client_qps, mtu, cli.conn.qp_timeout) {
         return Err(reject(ch, format!("server cannot connect its QP: {e:#}")));
     }
-    ch.send(&Message::Accept {
-        side: SideInfo {
-            mtu: mtu.bytes(),
-            ..local_side.clone()
-        },
-        qps: local_qps,
-        mtu: mtu.bytes(),
-    })?;
+    server_accept(ch, local_side, mtu, local_qps)?;
     // The server records nothing: the monotonic clock only bounds its waits.
     let clock = Clock::for_server();
     banner(
@@ -449,22 +393,10 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
         mtu,
         "not used (the client measures the round trips)",
     );
+    // The server records nothing; one empty recorder serves every size.
+    let mut rec = LatRecorder::new(0);
     let mut phase = 0u32;
-    loop {
-        match ch.recv("the next phase")? {
-            Message::Barrier { phase: p } if p == phase => {}
-            Message::Bye => {
-                ch.send(&Message::Bye)?;
-                break;
-            }
-            other => return Err(expect_msg(other, "barrier")),
-        }
-        let size = *cfg.sizes.get(phase as usize).ok_or_else(|| {
-            anyhow!(
-                "client started phase {phase} of a {}-size test",
-                cfg.sizes.len()
-            )
-        })?;
+    while let Some(size) = server_next_phase(ch, phase, &cfg.sizes)? {
         // Zero before answering: the client writes as soon as it has the
         // answer.
         zero_areas(&mut side, size)?;
@@ -474,7 +406,6 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
             Some(_) => Until::PeerSaysStop,
         };
         let inline = size <= u64::from(cfg.inline_size);
-        let mut rec = LatRecorder::new(0);
         let (count, _) = run_size(
             &mut side,
             &client_qps[0],
@@ -505,8 +436,6 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
         eprintln!("write_lat: {size} B: answered {count} round trips");
         phase += 1;
     }
-    if phase as usize != cfg.sizes.len() {
-        bail!("client ended after {phase} of {} sizes", cfg.sizes.len());
-    }
+    server_all_phases_run(phase, &cfg.sizes)?;
     Ok(0)
 }

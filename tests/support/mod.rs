@@ -272,3 +272,23 @@ impl Drop for Reaper {
         }
     }
 }
+
+/// Lets `client` run against `server` for 4 s, kills the server, and
+/// checks that the client then fails (non-zero exit, an error on stderr)
+/// within 15 s: no hang on a dead peer.
+pub fn assert_client_fails_soon_after_the_server_dies(mut server: Reaper, client: Reaper) {
+    std::thread::sleep(Duration::from_secs(4));
+    server.kill();
+    let killed = Instant::now();
+    let out = client.wait_bounded(Duration::from_secs(30), "client");
+    assert!(
+        !out.status.success(),
+        "client succeeded against a dead server"
+    );
+    assert!(
+        killed.elapsed() < Duration::from_secs(15),
+        "client took {:?}",
+        killed.elapsed()
+    );
+    assert!(text(&out.stderr).contains("error"), "{}", text(&out.stderr));
+}

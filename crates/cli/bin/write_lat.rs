@@ -7,9 +7,5 @@ use rdmaperf::write_lat::{Cli, run};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(&cli) {
-        Ok(0) => ExitCode::SUCCESS,
-        Ok(code) => ExitCode::from(code),
-        Err(e) => rdmaperf::finish("write_lat", Err(e)),
-    }
+    rdmaperf::finish("write_lat", run(&cli))
 }

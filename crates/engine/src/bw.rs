@@ -257,7 +257,9 @@ impl<W: Write> BwWriter for Table<W> {
     }
 }
 
-/// JSON lines: one self-contained object per size.
+/// JSON lines: one self-contained object per size, for both tests
+/// (`write_bw` through [`BwWriter`], `write_lat` through
+/// [`crate::lat::LatWriter`]), and verdict lines.
 #[derive(Debug)]
 pub struct JsonLines<W> {
     out: W,
@@ -269,13 +271,60 @@ impl<W: Write> JsonLines<W> {
         Self { out }
     }
 
-    /// Writes any other object (e.g. a verdict) as one line.
+    /// Writes any other object as one line.
     ///
     /// # Errors
     /// I/O errors of the destination.
     pub fn line(&mut self, value: &serde_json::Value) -> io::Result<()> {
         serde_json::to_writer(&mut self.out, value)?;
         self.out.write_all(b"\n")?;
+        self.out.flush()
+    }
+
+    /// A result object: `{"schema_version":1,"kind":KIND, ...context...,
+    /// "result":{...}}`, plus `"histogram":"<base64>"` when given.
+    ///
+    /// # Errors
+    /// I/O errors of the destination.
+    pub fn result_object(
+        &mut self,
+        kind: &str,
+        context: &serde_json::Value,
+        result: serde_json::Value,
+        histogram_b64: Option<&str>,
+    ) -> io::Result<()> {
+        let mut obj = serde_json::Map::new();
+        obj.insert("schema_version".into(), SCHEMA_VERSION.into());
+        obj.insert("kind".into(), kind.into());
+        if let serde_json::Value::Object(ctx) = context {
+            for (k, v) in ctx {
+                obj.insert(k.clone(), v.clone());
+            }
+        }
+        obj.insert("result".into(), result);
+        if let Some(h) = histogram_b64 {
+            obj.insert("histogram".into(), h.into());
+        }
+        self.line(&serde_json::Value::Object(obj))
+    }
+
+    /// A verdict: `{"schema_version":1,"kind":"verdict","verdict":{...}}`.
+    ///
+    /// # Errors
+    /// I/O errors of the destination.
+    pub fn verdict(&mut self, verdict: &impl Serialize) -> io::Result<()> {
+        self.line(&serde_json::json!({
+            "schema_version": SCHEMA_VERSION,
+            "kind": "verdict",
+            "verdict": verdict,
+        }))
+    }
+
+    /// Flushes the destination.
+    ///
+    /// # Errors
+    /// I/O errors of the destination.
+    pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }
 }
@@ -289,22 +338,11 @@ impl<W: Write> BwWriter for JsonLines<W> {
     }
 
     fn result(&mut self, result: &BwResult, context: &serde_json::Value) -> io::Result<()> {
-        let mut obj = serde_json::Map::new();
-        obj.insert("schema_version".into(), SCHEMA_VERSION.into());
-        obj.insert("kind".into(), "write_bw".into());
-        if let serde_json::Value::Object(ctx) = context {
-            for (k, v) in ctx {
-                obj.insert(k.clone(), v.clone());
-            }
-        }
-        obj.insert("result".into(), serde_json::to_value(result)?);
-        serde_json::to_writer(&mut self.out, &obj)?;
-        self.out.write_all(b"\n")?;
-        self.out.flush()
+        self.result_object("write_bw", context, serde_json::to_value(result)?, None)
     }
 
     fn end(&mut self) -> io::Result<()> {
-        self.out.flush()
+        self.flush()
     }
 }
 

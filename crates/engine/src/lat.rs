@@ -28,7 +28,7 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
 use serde::{Deserialize, Serialize};
 
-use crate::bw::{RESULT_LINE, SCHEMA_VERSION};
+use crate::bw::{JsonLines, RESULT_LINE};
 use crate::config::{CACHE_LINE, ConfigError, DurationMode, validate_run};
 
 /// Configuration of an RDMA WRITE latency test, sent by the client.
@@ -608,32 +608,10 @@ impl<W: Write> LatWriter for LatTable<W> {
     }
 }
 
-/// JSON lines: one self-contained object per size,
-/// `{"schema_version":1,"kind":"write_lat", ...context..., "result":{...},
-/// "histogram":"<base64>"}` (`histogram` only when given).
-#[derive(Debug)]
-pub struct LatJsonLines<W> {
-    out: W,
-}
-
-impl<W: Write> LatJsonLines<W> {
-    /// Writes to `out`.
-    pub fn new(out: W) -> Self {
-        Self { out }
-    }
-
-    /// Writes any other object (e.g. a verdict) as one line.
-    ///
-    /// # Errors
-    /// I/O errors of the destination.
-    pub fn line(&mut self, v: &serde_json::Value) -> io::Result<()> {
-        serde_json::to_writer(&mut self.out, v)?;
-        self.out.write_all(b"\n")?;
-        self.out.flush()
-    }
-}
-
-impl<W: Write> LatWriter for LatJsonLines<W> {
+/// JSON lines ([`crate::bw::JsonLines`]): one self-contained object per
+/// size, `{"schema_version":1,"kind":"write_lat", ...context...,
+/// "result":{...}, "histogram":"<base64>"}` (`histogram` only when given).
+impl<W: Write> LatWriter for JsonLines<W> {
     fn begin(&mut self) -> io::Result<()> {
         Ok(())
     }
@@ -644,23 +622,16 @@ impl<W: Write> LatWriter for LatJsonLines<W> {
         context: &serde_json::Value,
         histogram_b64: Option<&str>,
     ) -> io::Result<()> {
-        let mut obj = serde_json::Map::new();
-        obj.insert("schema_version".into(), SCHEMA_VERSION.into());
-        obj.insert("kind".into(), "write_lat".into());
-        if let serde_json::Value::Object(ctx) = context {
-            for (k, v) in ctx {
-                obj.insert(k.clone(), v.clone());
-            }
-        }
-        obj.insert("result".into(), serde_json::to_value(stats)?);
-        if let Some(h) = histogram_b64 {
-            obj.insert("histogram".into(), h.into());
-        }
-        self.line(&serde_json::Value::Object(obj))
+        self.result_object(
+            "write_lat",
+            context,
+            serde_json::to_value(stats)?,
+            histogram_b64,
+        )
     }
 
     fn end(&mut self) -> io::Result<()> {
-        self.out.flush()
+        self.flush()
     }
 }
 
@@ -1100,7 +1071,7 @@ mod tests {
         let b64 = r.histogram_base64();
         let ctx = serde_json::json!({"config": {"iters": 4}, "local": {"device": "rxe0"}});
         let mut out = Vec::new();
-        let mut j = LatJsonLines::new(&mut out);
+        let mut j = JsonLines::new(&mut out);
         j.begin().unwrap();
         j.result(&s, &ctx, Some(&b64)).unwrap();
         j.result(&s, &ctx, None).unwrap();
