@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use support::{
-    Reaper, assert_client_fails_soon_after_the_server_dies, free_port, test_device, text,
+    Reaper, assert_client_fails_soon_after_the_server_dies, assert_ok, free_port, test_device, text,
 };
 
 fn spawn(args: &[&str]) -> Reaper {
@@ -65,16 +65,6 @@ fn pair(args: &[&str], server_extra: &[&str]) -> (Output, Output) {
     let c = c.wait_bounded(Duration::from_secs(120), "client");
     let s = s.wait_bounded(Duration::from_secs(30), "server");
     (s, c)
-}
-
-fn assert_ok(out: &Output, who: &str) {
-    assert!(
-        out.status.success(),
-        "{who} failed ({:?})\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
 }
 
 /// The table rows: (bytes, iterations, peak, average, msg rate).

@@ -8,7 +8,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use support::{
-    Reaper, assert_client_fails_soon_after_the_server_dies, free_port, test_device, text,
+    Reaper, assert_client_fails_soon_after_the_server_dies, assert_ok, free_port, test_device, text,
 };
 
 fn spawn(args: &[&str]) -> Reaper {
@@ -46,16 +46,6 @@ fn pair(args: &[&str]) -> (Output, Output) {
     let c = spawn(&all).wait_bounded(Duration::from_secs(180), "client");
     let s = s.wait_bounded(Duration::from_secs(30), "server");
     (s, c)
-}
-
-fn assert_ok(out: &Output, who: &str) {
-    assert!(
-        out.status.success(),
-        "{who} failed ({:?})\n{}\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
 }
 
 const HEADER: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";

@@ -292,3 +292,14 @@ pub fn assert_client_fails_soon_after_the_server_dies(mut server: Reaper, client
     );
     assert!(text(&out.stderr).contains("error"), "{}", text(&out.stderr));
 }
+
+/// Asserts that a process exited successfully, showing its output when not.
+pub fn assert_ok(out: &std::process::Output, who: &str) {
+    assert!(
+        out.status.success(),
+        "{who} failed ({:?})\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
