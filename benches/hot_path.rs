@@ -165,14 +165,9 @@ fn post_and_poll(c: &mut Criterion) {
     group.bench_function("post_and_poll_2B_inline_write", |bch| {
         bch.iter(|| {
             a.post_send(&write).unwrap();
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                if cq_a.poll(&mut wc).unwrap() == 1 {
-                    assert!(wc[0].is_success());
-                    break;
-                }
-                assert!(Instant::now() < deadline, "no completion within 5 s");
-            }
+            cq_a.poll_until(&mut wc, Instant::now() + Duration::from_secs(5))
+                .expect("a completion within 5 s");
+            assert!(wc[0].is_success());
         })
     });
     group.finish();
