@@ -14,7 +14,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use support::{
-    Reaper, assert_client_fails_soon_after_the_server_dies, assert_ok, free_port, test_device, text,
+    Reaper, assert_client_fails_soon_after_the_server_dies, assert_each_bad_flag_exits_2,
+    assert_ok, free_port, test_device, text,
 };
 
 fn spawn(args: &[&str]) -> Reaper {
@@ -427,20 +428,7 @@ fn each_bad_flag_exits_2_naming_it_before_any_traffic() {
         (&["--min-efficiency", "1.5"], "--min-efficiency"),
         (&["-s", "12Q"], "--size"),
     ];
-    for (args, flag) in cases {
-        let mut all = vec!["-d", dev.as_str(), "-p", &port, "--timeout", "2"];
-        all.extend_from_slice(args);
-        all.push("127.0.0.1");
-        let out = spawn(&all).wait_bounded(Duration::from_secs(20), "client");
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(flag), "{args:?}: expected {flag} in {err}");
-        assert!(out.stdout.is_empty(), "{args:?} printed results");
-        assert!(
-            !err.contains("cannot connect"),
-            "{args:?} tried to connect: {err}"
-        );
-    }
+    assert_each_bad_flag_exits_2(env!("CARGO_BIN_EXE_write_bw"), &dev, &port, cases);
     let out = spawn(&["-d", "nosuch0", "-p", &port, "127.0.0.1"])
         .wait_bounded(Duration::from_secs(20), "client");
     assert_eq!(out.status.code(), Some(2));

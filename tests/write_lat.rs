@@ -8,7 +8,8 @@ use std::process::Output;
 use std::time::Duration;
 
 use support::{
-    Reaper, assert_client_fails_soon_after_the_server_dies, assert_ok, free_port, test_device, text,
+    Reaper, assert_client_fails_soon_after_the_server_dies, assert_each_bad_flag_exits_2,
+    assert_ok, free_port, test_device, text,
 };
 
 fn spawn(args: &[&str]) -> Reaper {
@@ -281,14 +282,5 @@ fn bad_flags_exit_2_naming_them() {
         (&["--max-latency=0"], "--max-latency"),
         (&["--percentile", "p42"], "--percentile"),
     ];
-    for (args, flag) in cases {
-        let mut all = vec!["-d", dev.as_str(), "-p", &port, "--timeout", "2"];
-        all.extend_from_slice(args);
-        all.push("127.0.0.1");
-        let out = spawn(&all).wait_bounded(Duration::from_secs(20), "client");
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(flag), "{args:?}: expected {flag} in {err}");
-        assert!(!err.contains("cannot connect"), "{args:?}: {err}");
-    }
+    assert_each_bad_flag_exits_2(env!("CARGO_BIN_EXE_write_lat"), &dev, &port, cases);
 }
