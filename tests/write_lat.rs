@@ -248,6 +248,77 @@ fn max_latency_verdict_passes_and_fails() {
     assert_eq!(verdict["verdict"]["percentile"], "median");
 }
 
+/// Regression test for a start-barrier race (fixed in 9897d1c): the server
+/// answered the client's start barrier and only then zeroed the area the
+/// client writes into, so a first RDMA WRITE landing in between was wiped
+/// and both sides waited for ever (until `--timeout`). Here every control
+/// message the server sends after its first one (the configuration answer)
+/// returns 300 ms late (strace's system-call fault injection on `sendto`):
+/// the client's first write then lands while the server is still in its
+/// barrier reply. Both sides must finish every round trip.
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn a_late_barrier_reply_from_the_server_loses_no_message() {
+    let dev = test_device();
+    let port = free_port().to_string();
+    let strace = ["/usr/bin/strace", "/bin/strace"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("strace not found: this test needs it (scripts/setup installs it)");
+    let s = Reaper::spawn(
+        strace,
+        &[
+            "-qq",
+            "-o",
+            "/dev/null",
+            "--seccomp-bpf",
+            "-f",
+            "-e",
+            "trace=sendto",
+            "-e",
+            "inject=sendto:delay_exit=300000:when=2+",
+            env!("CARGO_BIN_EXE_write_lat"),
+            "-d",
+            &dev,
+            "--bind",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--timeout",
+            "10",
+            "--accept-timeout",
+            "30",
+            "-u",
+            "18",
+        ],
+    );
+    let c = spawn(&[
+        "-d",
+        &dev,
+        "-p",
+        &port,
+        "-u",
+        "18",
+        "--timeout",
+        "10",
+        "-n",
+        "200",
+        "127.0.0.1",
+    ])
+    .wait_bounded(Duration::from_secs(120), "client");
+    let s = s.wait_bounded(Duration::from_secs(30), "server");
+    assert_ok(&c, "client");
+    assert_ok(&s, "server (under strace)");
+    let r = rows(&text(&c.stdout));
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0][0], r[0][1]), (2.0, 200.0));
+    assert!(
+        text(&s.stderr).contains("answered 200 round trips"),
+        "{}",
+        text(&s.stderr)
+    );
+}
+
 #[test]
 #[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
 fn client_exits_nonzero_within_the_timeout_when_the_server_dies_mid_run() {
