@@ -16,8 +16,9 @@ fn spawn(args: &[&str]) -> Reaper {
     Reaper::spawn(env!("CARGO_BIN_EXE_write_lat"), args)
 }
 
-fn server(dev: &str, port: &str) -> Reaper {
-    spawn(&[
+/// The server's arguments in every test.
+fn server_args<'a>(dev: &'a str, port: &'a str) -> [&'a str; 12] {
+    [
         "-d",
         dev,
         "--bind",
@@ -30,7 +31,11 @@ fn server(dev: &str, port: &str) -> Reaper {
         "30",
         "-u",
         "18",
-    ])
+    ]
+}
+
+fn server(dev: &str, port: &str) -> Reaper {
+    spawn(&server_args(dev, port))
 }
 
 fn pair(args: &[&str]) -> (Output, Output) {
@@ -265,33 +270,20 @@ fn a_late_barrier_reply_from_the_server_loses_no_message() {
         .into_iter()
         .find(|p| std::path::Path::new(p).exists())
         .expect("strace not found: this test needs it (scripts/setup installs it)");
-    let s = Reaper::spawn(
-        strace,
-        &[
-            "-qq",
-            "-o",
-            "/dev/null",
-            "--seccomp-bpf",
-            "-f",
-            "-e",
-            "trace=sendto",
-            "-e",
-            "inject=sendto:delay_exit=300000:when=2+",
-            env!("CARGO_BIN_EXE_write_lat"),
-            "-d",
-            &dev,
-            "--bind",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "--timeout",
-            "10",
-            "--accept-timeout",
-            "30",
-            "-u",
-            "18",
-        ],
-    );
+    let mut args = vec![
+        "-qq",
+        "-o",
+        "/dev/null",
+        "--seccomp-bpf",
+        "-f",
+        "-e",
+        "trace=sendto",
+        "-e",
+        "inject=sendto:delay_exit=300000:when=2+",
+        env!("CARGO_BIN_EXE_write_lat"),
+    ];
+    args.extend(server_args(&dev, &port));
+    let s = Reaper::spawn(strace, &args);
     let c = spawn(&[
         "-d",
         &dev,
