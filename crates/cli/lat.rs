@@ -93,33 +93,50 @@ pub fn zero_areas(side: &mut BwSide, size: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs one size on one side (after [`zero_areas`] and the start
-/// barrier); returns the number of round trips done and the tick rate the
-/// samples were converted with.
-///
-/// # Errors
-/// A failed post or completion, or a peer silent for longer than
-/// `timeout`.
-#[allow(clippy::too_many_arguments)]
-pub fn run_size(
-    side: &mut BwSide,
-    remote: &QpInfo,
-    size: u64,
-    inline: bool,
-    role: Role,
-    until: Until,
-    timeout: Duration,
-    ch: &Channel,
-    rec: &mut LatRecorder,
-    clock: &Clock,
-) -> anyhow::Result<(u64, TickRate)> {
-    let rate = clock.rate_now();
-    // One monomorphised loop per source: no branch on the clock inside.
-    let count = match clock.source() {
-        ClockSource::Tsc => ping_pong(
-            side, remote, size, inline, role, until, timeout, ch, rec, rate, &TscTicks,
-        )?,
-        ClockSource::Monotonic => ping_pong(
+/// One size on one side: what the client and the server each pass to
+/// [`SizeRun::run`] (after [`zero_areas`] and the start barrier).
+#[derive(Debug)]
+pub struct SizeRun<'a> {
+    /// This side's connected QP and its memory region.
+    pub side: &'a mut BwSide,
+    /// The peer's QP (its target area's address and key).
+    pub remote: &'a QpInfo,
+    /// Message size in bytes.
+    pub size: u64,
+    /// Whether to post the writes inline.
+    pub inline: bool,
+    /// Which side this is.
+    pub role: Role,
+    /// How the loop ends.
+    pub until: Until,
+    /// Bound on every wait for the peer.
+    pub timeout: Duration,
+    /// The control channel (peeked by a server in duration mode).
+    pub ch: &'a Channel,
+    /// Where the client records its samples (the server records none).
+    pub rec: &'a mut LatRecorder,
+}
+
+impl SizeRun<'_> {
+    /// Runs the ping-pong; returns the number of round trips done and the
+    /// tick rate the samples were converted with.
+    ///
+    /// # Errors
+    /// A failed post or completion, or a peer silent for longer than
+    /// `timeout`.
+    pub fn run(self, clock: &Clock) -> anyhow::Result<(u64, TickRate)> {
+        let rate = clock.rate_now();
+        // One monomorphised loop per source: no branch on the clock inside.
+        let count = match clock.source() {
+            ClockSource::Tsc => self.ping_pong(rate, &TscTicks)?,
+            ClockSource::Monotonic => self.ping_pong(rate, &MonotonicTicks::starting_now())?,
+        };
+        Ok((count, rate))
+    }
+
+    /// [`SizeRun::run`] with the clock's ticks and their rate.
+    fn ping_pong(self, rate: TickRate, ticks: &impl Ticks) -> anyhow::Result<u64> {
+        let SizeRun {
             side,
             remote,
             size,
@@ -129,106 +146,88 @@ pub fn run_size(
             timeout,
             ch,
             rec,
-            rate,
-            &MonotonicTicks::starting_now(),
-        )?,
-    };
-    Ok((count, rate))
-}
+        } = self;
+        let len = usize::try_from(size).context("message size")?;
+        let last = len - 1;
+        let (target, source) = (side.target_offset(0), side.source_offset(0));
+        let write = RdmaWrite {
+            wr_id: 0,
+            local: LocalSge {
+                addr: side.source(0),
+                length: u32::try_from(size).context("message size")?,
+                lkey: side.lkey(),
+            },
+            remote_addr: remote.addr,
+            rkey: remote.rkey,
+            signaled: true,
+            inline,
+            imm: None,
+        };
+        let (qp, cq) = side.first_mut();
+        let mut pong = Pong {
+            cq,
+            wc: [WorkCompletion::default()],
+            recv_off: target + last,
+            send_off: source + last,
+            write,
+            timeout,
+            ticks,
+            timeout_ticks: rate.ticks_for_ns(u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX)),
+        };
+        let mut ex = qp
+            .exclusive()
+            .ok_or_else(|| anyhow!("the latency QP does not own its memory region"))?;
 
-/// [`run_size`] with the clock's ticks and their rate.
-#[allow(clippy::too_many_arguments)]
-fn ping_pong(
-    side: &mut BwSide,
-    remote: &QpInfo,
-    size: u64,
-    inline: bool,
-    role: Role,
-    until: Until,
-    timeout: Duration,
-    ch: &Channel,
-    rec: &mut LatRecorder,
-    rate: TickRate,
-    ticks: &impl Ticks,
-) -> anyhow::Result<u64> {
-    let len = usize::try_from(size).context("message size")?;
-    let last = len - 1;
-    let (target, source) = (side.target_offset(0), side.source_offset(0));
-    let write = RdmaWrite {
-        wr_id: 0,
-        local: LocalSge {
-            addr: side.source(0),
-            length: u32::try_from(size).context("message size")?,
-            lkey: side.lkey(),
-        },
-        remote_addr: remote.addr,
-        rkey: remote.rkey,
-        signaled: true,
-        inline,
-        imm: None,
-    };
-    let (qp, cq) = side.first_mut();
-    let mut pong = Pong {
-        cq,
-        wc: [WorkCompletion::default()],
-        recv_off: target + last,
-        send_off: source + last,
-        write,
-        timeout,
-        ticks,
-        timeout_ticks: rate.ticks_for_ns(u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX)),
-    };
-    let mut ex = qp
-        .exclusive()
-        .ok_or_else(|| anyhow!("the latency QP does not own its memory region"))?;
-
-    // Duration mode in ticks, so the loop never converts.
-    let (total, margin) = match until {
-        Until::Duration { total, margin } => (
-            rate.ticks_for_ns(total.as_nanos() as u64),
-            rate.ticks_for_ns(margin.as_nanos() as u64),
-        ),
-        _ => (u64::MAX, 0),
-    };
-    // One clock read per round trip, as perftest stamps each post: the
-    // sample of round trip i runs from the stamp before post i to the
-    // stamp before post i+1, which is taken right after reply i arrived.
-    let begin = ticks.now();
-    let mut count = 0u64;
-    let mut stamp = begin;
-    loop {
-        match (role, until) {
-            (_, Until::Iterations(n)) if count == n => break,
-            (Role::Client, Until::Duration { .. }) if stamp.wrapping_sub(begin) >= total => break,
-            _ => {}
-        }
-        let next = count + 1;
-        let flag = next as u8;
-        if role == Role::Server {
-            if !pong.wait_for(&ex, flag, next, until, ch)? {
-                break;
-            }
-            pong.send(&mut ex, flag)?;
-        } else {
-            let sent = stamp;
-            pong.send(&mut ex, flag)?;
-            pong.wait_for(&ex, flag, next, until, ch)?;
-            stamp = ticks.now();
-            let record = match until {
-                Until::Duration { .. } => {
-                    let t = stamp.wrapping_sub(begin);
-                    t >= margin && t <= total.saturating_sub(margin)
+        // Duration mode in ticks, so the loop never converts.
+        let (total, margin) = match until {
+            Until::Duration { total, margin } => (
+                rate.ticks_for_ns(total.as_nanos() as u64),
+                rate.ticks_for_ns(margin.as_nanos() as u64),
+            ),
+            _ => (u64::MAX, 0),
+        };
+        // One clock read per round trip, as perftest stamps each post: the
+        // sample of round trip i runs from the stamp before post i to the
+        // stamp before post i+1, which is taken right after reply i arrived.
+        let begin = ticks.now();
+        let mut count = 0u64;
+        let mut stamp = begin;
+        loop {
+            match (role, until) {
+                (_, Until::Iterations(n)) if count == n => break,
+                (Role::Client, Until::Duration { .. }) if stamp.wrapping_sub(begin) >= total => {
+                    break;
                 }
-                _ => true,
-            };
-            if record {
-                // A counter read on another CPU a little behind counts as 0.
-                rec.record(rate.to_ns(stamp.saturating_sub(sent)));
+                _ => {}
             }
+            let next = count + 1;
+            let flag = next as u8;
+            if role == Role::Server {
+                if !pong.wait_for(&ex, flag, next, until, ch)? {
+                    break;
+                }
+                pong.send(&mut ex, flag)?;
+            } else {
+                let sent = stamp;
+                pong.send(&mut ex, flag)?;
+                pong.wait_for(&ex, flag, next, until, ch)?;
+                stamp = ticks.now();
+                let record = match until {
+                    Until::Duration { .. } => {
+                        let t = stamp.wrapping_sub(begin);
+                        t >= margin && t <= total.saturating_sub(margin)
+                    }
+                    _ => true,
+                };
+                if record {
+                    // A counter read on another CPU a little behind counts as 0.
+                    rec.record(rate.to_ns(stamp.saturating_sub(sent)));
+                }
+            }
+            count = next;
         }
-        count = next;
+        Ok(count)
     }
-    Ok(count)
 }
 
 impl<T: Ticks> Pong<'_, T> {

@@ -16,7 +16,7 @@ use verbs::Mtu;
 
 use crate::bw::{BwSide, Layout};
 use crate::clock::Clock;
-use crate::lat::{Role, Until, run_size, zero_areas};
+use crate::lat::{Role, SizeRun, Until, zero_areas};
 use crate::oob::Channel;
 use crate::session::{
     self, Hello, client_barrier, client_goodbye, client_hello, expect_msg, progress, reject,
@@ -303,18 +303,18 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
                 },
             };
             let inline = size <= u64::from(cfg.inline_size);
-            let done = run_size(
-                &mut side,
-                &remote_qps[0],
+            let done = SizeRun {
+                side: &mut side,
+                remote: &remote_qps[0],
                 size,
                 inline,
-                Role::Client,
+                role: Role::Client,
                 until,
-                cli.conn.timeout,
-                &ch,
-                &mut rec,
-                &clock,
-            );
+                timeout: cli.conn.timeout,
+                ch: &ch,
+                rec: &mut rec,
+            }
+            .run(&clock);
             let (count, rate) = match done {
                 Ok(c) => c,
                 Err(e) => {
@@ -406,18 +406,18 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
             Some(_) => Until::PeerSaysStop,
         };
         let inline = size <= u64::from(cfg.inline_size);
-        let (count, _) = run_size(
-            &mut side,
-            &client_qps[0],
+        let (count, _) = SizeRun {
+            side: &mut side,
+            remote: &client_qps[0],
             size,
             inline,
-            Role::Server,
+            role: Role::Server,
             until,
-            cli.conn.timeout,
+            timeout: cli.conn.timeout,
             ch,
-            &mut rec,
-            &clock,
-        )?;
+            rec: &mut rec,
+        }
+        .run(&clock)?;
         let client_count = match ch.recv("the client's result")? {
             Message::Done { phase: p, result } if p == phase => {
                 result.and_then(|v| v["round_trips"].as_u64())
