@@ -374,6 +374,15 @@ fn serve(cli: &Cli, ch: &mut Channel, port: Port, local_side: &SideInfo) -> anyh
         side: client_side,
         qps: client_qps,
     } = server_hello(ch, "write_lat", LatConfig::validate)?;
+    if client_qps.len() != 1 {
+        return Err(reject(
+            ch,
+            format!(
+                "a latency test uses one QP, the client offers {}",
+                client_qps.len()
+            ),
+        ));
+    }
     let mtu = server_mtu(ch, &port, cfg.mtu, client_side.mtu)?;
     let mut side = match create_side(port, &mut cfg, false) {
         Ok(s) => s,
