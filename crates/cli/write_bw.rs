@@ -350,6 +350,7 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
         }
         out.end()?;
         client_goodbye(&mut ch)?;
+        let mut code = 0;
         if let Some(w) = watch {
             let verdict = w.finish(
                 cli,
@@ -359,12 +360,11 @@ fn run_client(cli: &Cli, server: &str) -> anyhow::Result<u8> {
             );
             out.json.verdict(&verdict.line(), &verdict)?;
             if !verdict.pass {
-                out.json.commit()?;
-                return Ok(EXIT_VERDICT_FAIL);
+                code = EXIT_VERDICT_FAIL;
             }
         }
         out.json.commit()?;
-        Ok(0)
+        Ok(code)
     })();
     if let Err(e) = &result {
         ch.send_error(&format!("{e:#}"));
