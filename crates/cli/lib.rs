@@ -13,6 +13,7 @@ pub mod lat;
 pub mod oob;
 pub mod session;
 pub mod setup;
+pub mod sysfs;
 pub mod write_bw;
 pub mod write_lat;
 

@@ -267,7 +267,7 @@ pub fn expect_msg(got: Message, want: &str) -> anyhow::Error {
 
 /// The port's negotiated rate text from sysfs, when readable.
 pub fn sysfs_rate(sysfs_root: &Path, port: &Port) -> Option<String> {
-    link::read_rate(sysfs_root, port.ctx.name(), port.port)
+    crate::sysfs::read_rate(sysfs_root, port.ctx.name(), port.port)
         .ok()
         .map(|r| r.text)
 }

@@ -261,13 +261,14 @@ impl LinkWatch {
         let name = port.ctx.name();
         Some(Self {
             expect,
-            rate: link::read_rate(&cli.sysfs_root, name, port.port).ok(),
-            before: link::snapshot_error_counters(&cli.sysfs_root, name, port.port),
+            rate: crate::sysfs::read_rate(&cli.sysfs_root, name, port.port).ok(),
+            before: crate::sysfs::snapshot_error_counters(&cli.sysfs_root, name, port.port),
         })
     }
 
     fn finish(self, cli: &Cli, port: &Port, best_gbps: f64, directions: u32) -> Verdict {
-        let after = link::snapshot_error_counters(&cli.sysfs_root, port.ctx.name(), port.port);
+        let after =
+            crate::sysfs::snapshot_error_counters(&cli.sysfs_root, port.ctx.name(), port.port);
         link::evaluate(&VerdictInput {
             expect: self.expect,
             negotiated: self.rate,

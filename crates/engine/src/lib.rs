@@ -19,4 +19,6 @@ pub mod gid;
 pub mod lat;
 pub mod link;
 pub mod listing;
+pub mod sched;
+pub mod spec;
 pub mod wire;

@@ -1,9 +1,8 @@
 //! Link validation: the negotiated rate and the error counters of a port,
-//! read from sysfs, and the pass/fail verdict that compares a measured
-//! bandwidth with what the link should carry.
-//!
-//! Everything here is a pure function over a sysfs root (normally `/sys`;
-//! tests pass a fixture tree), using `std::fs` only:
+//! as read from sysfs by the caller (the CLI's `sysfs` module), and the
+//! pass/fail verdict that compares a measured bandwidth with what the link
+//! should carry. Nothing here reads a file: it classifies and judges the
+//! texts and values it is given. Where they come from:
 //!
 //! - `<root>/class/infiniband/<dev>/ports/<n>/rate` holds the negotiated
 //!   rate, e.g. `400 Gb/sec (4X NDR)`.
@@ -16,9 +15,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use serde::Serialize;
@@ -125,35 +123,6 @@ pub fn parse_rate(text: &str) -> Result<LinkRate, LinkError> {
     })
 }
 
-/// `<sysfs_root>/class/infiniband/<device>/ports/<port>`.
-pub fn port_dir(sysfs_root: &Path, device: &str, port: u8) -> PathBuf {
-    sysfs_root
-        .join("class/infiniband")
-        .join(device)
-        .join("ports")
-        .join(port.to_string())
-}
-
-/// Reads and parses the port's `rate` file.
-///
-/// # Errors
-/// [`LinkError::ReadRate`] or [`LinkError::BadRate`], both naming the
-/// file.
-pub fn read_rate(sysfs_root: &Path, device: &str, port: u8) -> Result<LinkRate, LinkError> {
-    let path = port_dir(sysfs_root, device, port).join("rate");
-    let text = match fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(source) => return Err(LinkError::ReadRate { path, source }),
-    };
-    parse_rate(&text).map_err(|e| match e {
-        LinkError::BadRate { text, .. } => LinkError::BadRate {
-            text,
-            path: Some(path),
-        },
-        other => other,
-    })
-}
-
 /// The error counters of one port at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CounterSnapshot {
@@ -222,58 +191,20 @@ fn is_hw_error_counter(name: &str) -> bool {
 
 /// A counter's value, or `None` for `N/A (no PMA)` and anything else that
 /// is not a decimal integer.
-fn parse_counter(text: &str) -> Option<u64> {
+pub fn parse_counter(text: &str) -> Option<u64> {
     text.trim().parse().ok()
 }
 
-/// Adds the error counters found in `dir` to `into`, keyed `<sub>/<name>`.
-/// A missing directory or an unreadable counter is skipped.
-fn collect(
-    dir: &Path,
-    sub: &str,
-    is_error: impl Fn(&str) -> bool,
-    into: &mut BTreeMap<String, u64>,
-) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let Some(name) = file_name.to_str() else {
-            continue;
-        };
-        if !is_error(name) {
-            continue;
-        }
-        let Ok(text) = fs::read_to_string(entry.path()) else {
-            continue;
-        };
-        if let Some(value) = parse_counter(&text) {
-            into.insert(format!("{sub}/{name}"), value);
-        }
+/// Whether a counter file of a port is an error counter worth watching:
+/// `sub` is `counters` (the standard PMA counters, only the error ones) or
+/// `hw_counters` (driver counters whose names say error, discard, drop,
+/// link down, out-of-sequence, duplicate or retry).
+pub fn is_error_counter(sub: &str, name: &str) -> bool {
+    match sub {
+        "counters" => PMA_ERROR_COUNTERS.contains(&name),
+        "hw_counters" => is_hw_error_counter(name),
+        _ => false,
     }
-}
-
-/// Reads every error counter of the port. Counters that are absent,
-/// unreadable (permissions, `EINVAL`) or not numbers (`N/A (no PMA)` on
-/// old kernels) are left out; a port without counters yields an empty
-/// snapshot.
-pub fn snapshot_error_counters(sysfs_root: &Path, device: &str, port: u8) -> CounterSnapshot {
-    let dir = port_dir(sysfs_root, device, port);
-    let mut counters = BTreeMap::new();
-    collect(
-        &dir.join("counters"),
-        "counters",
-        |name| PMA_ERROR_COUNTERS.contains(&name),
-        &mut counters,
-    );
-    collect(
-        &dir.join("hw_counters"),
-        "hw_counters",
-        is_hw_error_counter,
-        &mut counters,
-    );
-    CounterSnapshot { counters }
 }
 
 /// An error counter that went up between two snapshots.

@@ -1,4 +1,4 @@
-//! `engine::link` over the sysfs fixture trees in `tests/fixtures/sysfs/`
+//! `rdmaperf::sysfs` and `engine::link` over the sysfs fixture trees in `tests/fixtures/sysfs/`
 //! (see the README there). Tests that change counters between two
 //! snapshots work on a copy in a temporary directory.
 
@@ -6,10 +6,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use engine::link::{
-    CounterRise, ExpectRate, LinkError, VerdictInput, evaluate, port_dir, read_rate, rises,
-    snapshot_error_counters,
-};
+use engine::link::{CounterRise, ExpectRate, LinkError, VerdictInput, evaluate, rises};
+use rdmaperf::sysfs::{port_dir, read_rate, snapshot_error_counters};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

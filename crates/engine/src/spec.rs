@@ -1,0 +1,312 @@
+//! What a test is, as data: a [`Verb`] measured by a [`Metric`] gives a
+//! [`TestSpec`], which knows its name, its perftest title, its defaults,
+//! its `rtt_factor` and the memory access each side must grant. The
+//! binaries are one `TestSpec` each; the session runner, the flags and the
+//! banner come from it.
+//!
+//! Adding a verb: one [`Verb`] arm here (name, title, defaults, access,
+//! `rtt_factor`), one operation in the `verbs` crate, and one measured
+//! loop (or a parameter of the generic bandwidth loop) in the CLI.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The RDMA operation a test measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verb {
+    /// RDMA WRITE.
+    Write,
+    /// RDMA WRITE with immediate (consumes a receive on the target).
+    WriteImm,
+    /// RDMA READ.
+    Read,
+    /// SEND (two-sided: consumes a posted receive).
+    Send,
+    /// Atomic fetch-and-add on 8 bytes.
+    FetchAdd,
+    /// Atomic compare-and-swap on 8 bytes.
+    CmpSwap,
+}
+
+/// What a test reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Bandwidth and message rate (perftest's `_bw`).
+    Bw,
+    /// Latency of single operations (perftest's `_lat`).
+    Lat,
+}
+
+/// Memory access one side grants the peer on its exposed area. Local
+/// write is always granted: the device writes the landing areas of reads,
+/// receives and atomics, and the latency flag areas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Access {
+    /// The peer may RDMA-WRITE.
+    pub remote_write: bool,
+    /// The peer may RDMA-READ.
+    pub remote_read: bool,
+    /// The peer may run atomics.
+    pub remote_atomic: bool,
+}
+
+/// Per-test defaults, perftest's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Defaults {
+    /// Message size without `-s`, bytes.
+    pub size: u64,
+    /// Iterations without `-n` (messages per QP, or round trips).
+    pub iters: u64,
+    /// Send queue depth without `-t`.
+    pub tx_depth: u32,
+    /// Inline size tried without `-I` (0: none).
+    pub inline: u32,
+}
+
+/// One test: a verb and a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TestSpec {
+    /// The operation.
+    pub verb: Verb,
+    /// What is reported.
+    pub metric: Metric,
+}
+
+/// Every test this build can run (the others are named but refused).
+pub const IMPLEMENTED: [TestSpec; 4] = [
+    TestSpec::WRITE_BW,
+    TestSpec::WRITE_LAT,
+    TestSpec::READ_BW,
+    TestSpec::READ_LAT,
+];
+
+impl TestSpec {
+    /// `write_bw` (`ib_write_bw`).
+    pub const WRITE_BW: Self = Self::new(Verb::Write, Metric::Bw);
+    /// `write_lat` (`ib_write_lat`).
+    pub const WRITE_LAT: Self = Self::new(Verb::Write, Metric::Lat);
+    /// `read_bw` (`ib_read_bw`).
+    pub const READ_BW: Self = Self::new(Verb::Read, Metric::Bw);
+    /// `read_lat` (`ib_read_lat`).
+    pub const READ_LAT: Self = Self::new(Verb::Read, Metric::Lat);
+
+    /// The test of `verb` measured by `metric`.
+    pub const fn new(verb: Verb, metric: Metric) -> Self {
+        Self { verb, metric }
+    }
+
+    /// The binary's name and the handshake's test name, e.g. `read_bw`.
+    pub fn name(self) -> &'static str {
+        match (self.verb, self.metric) {
+            (Verb::Write, Metric::Bw) => "write_bw",
+            (Verb::Write, Metric::Lat) => "write_lat",
+            (Verb::WriteImm, Metric::Bw) => "write_imm_bw",
+            (Verb::WriteImm, Metric::Lat) => "write_imm_lat",
+            (Verb::Read, Metric::Bw) => "read_bw",
+            (Verb::Read, Metric::Lat) => "read_lat",
+            (Verb::Send, Metric::Bw) => "send_bw",
+            (Verb::Send, Metric::Lat) => "send_lat",
+            (Verb::FetchAdd, Metric::Bw) => "fetch_add_bw",
+            (Verb::FetchAdd, Metric::Lat) => "fetch_add_lat",
+            (Verb::CmpSwap, Metric::Bw) => "cmp_swap_bw",
+            (Verb::CmpSwap, Metric::Lat) => "cmp_swap_lat",
+        }
+    }
+
+    /// The test named `name` (as [`TestSpec::name`] spells it).
+    pub fn from_name(name: &str) -> Option<Self> {
+        const VERBS: [Verb; 6] = [
+            Verb::Write,
+            Verb::WriteImm,
+            Verb::Read,
+            Verb::Send,
+            Verb::FetchAdd,
+            Verb::CmpSwap,
+        ];
+        VERBS
+            .iter()
+            .flat_map(|&v| [Self::new(v, Metric::Bw), Self::new(v, Metric::Lat)])
+            .find(|s| s.name() == name)
+    }
+
+    /// Whether this build runs the test.
+    pub fn is_implemented(self) -> bool {
+        IMPLEMENTED.contains(&self)
+    }
+
+    /// perftest's banner title, e.g. `RDMA_Read BW Test`.
+    pub fn title(self) -> String {
+        let verb = match self.verb {
+            Verb::Write | Verb::WriteImm => "RDMA_Write",
+            Verb::Read => "RDMA_Read",
+            Verb::Send => "Send",
+            Verb::FetchAdd => "Atomic_FETCH_AND_ADD",
+            Verb::CmpSwap => "Atomic_CMP_AND_SWAP",
+        };
+        let metric = match self.metric {
+            Metric::Bw => "BW",
+            Metric::Lat => "Latency",
+        };
+        format!("{verb} {metric} Test")
+    }
+
+    /// The operation's name in error messages, e.g. `RDMA READ`.
+    pub fn op_name(self) -> &'static str {
+        match self.verb {
+            Verb::Write => "RDMA WRITE",
+            Verb::WriteImm => "RDMA WRITE with immediate",
+            Verb::Read => "RDMA READ",
+            Verb::Send => "SEND",
+            Verb::FetchAdd => "atomic fetch-and-add",
+            Verb::CmpSwap => "atomic compare-and-swap",
+        }
+    }
+
+    /// perftest's `rtt_factor`: how many one-way trips a latency sample
+    /// holds and so what it is divided by. A read or an atomic completes
+    /// when its response is back (one operation is a full round trip:
+    /// 1); a write or send ping-pong sample is two operations (2).
+    pub fn rtt_factor(self) -> u32 {
+        match self.verb {
+            Verb::Read | Verb::FetchAdd | Verb::CmpSwap => 1,
+            Verb::Write | Verb::WriteImm | Verb::Send => 2,
+        }
+    }
+
+    /// Whether the peer's CPU takes no part in the operation (reads and
+    /// atomics): its data then flows from the passive side's exposed area
+    /// into the initiator's landing area.
+    pub fn data_to_initiator(self) -> bool {
+        matches!(self.verb, Verb::Read | Verb::FetchAdd | Verb::CmpSwap)
+    }
+
+    /// What a side grants the peer on its exposed area (a write test
+    /// exposes no readable memory, a read test no writable memory).
+    pub fn access(self) -> Access {
+        match self.verb {
+            Verb::Write | Verb::WriteImm => Access {
+                remote_write: true,
+                ..Access::default()
+            },
+            Verb::Read => Access {
+                remote_read: true,
+                ..Access::default()
+            },
+            Verb::FetchAdd | Verb::CmpSwap => Access {
+                remote_atomic: true,
+                ..Access::default()
+            },
+            Verb::Send => Access::default(),
+        }
+    }
+
+    /// perftest's defaults for the test.
+    pub fn defaults(self) -> Defaults {
+        let atomic = matches!(self.verb, Verb::FetchAdd | Verb::CmpSwap);
+        match self.metric {
+            Metric::Bw => Defaults {
+                size: if atomic { 8 } else { 65536 },
+                iters: 5000,
+                tx_depth: 128,
+                inline: 0,
+            },
+            Metric::Lat => Defaults {
+                size: if atomic { 8 } else { 2 },
+                iters: 1000,
+                tx_depth: 1,
+                // perftest's DEF_INLINE_WRITE / DEF_INLINE_SEND; a read
+                // or an atomic carries no payload to inline.
+                inline: match self.verb {
+                    Verb::Write | Verb::WriteImm => 220,
+                    Verb::Send => 236,
+                    Verb::Read | Verb::FetchAdd | Verb::CmpSwap => 0,
+                },
+            },
+        }
+    }
+
+    /// Whether the test posts outstanding reads or atomics, so the
+    /// `-o/--outs` limit applies.
+    pub fn uses_outstanding_reads(self) -> bool {
+        self.data_to_initiator()
+    }
+}
+
+impl fmt::Display for TestSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The byte a side that exposes data for reading stores at `offset` of
+/// QP `qp`'s exposed area, and so what the reader must find there: not
+/// periodic in any power of two below 251, and different per QP.
+#[inline]
+pub fn pattern_byte(qp: usize, offset: u64) -> u8 {
+    ((offset.wrapping_add(qp as u64 * 37)) % 251) as u8 ^ 0x5a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_match_perftest_titles() {
+        for v in [
+            Verb::Write,
+            Verb::WriteImm,
+            Verb::Read,
+            Verb::Send,
+            Verb::FetchAdd,
+            Verb::CmpSwap,
+        ] {
+            for m in [Metric::Bw, Metric::Lat] {
+                let s = TestSpec::new(v, m);
+                assert_eq!(TestSpec::from_name(s.name()), Some(s));
+            }
+        }
+        assert_eq!(TestSpec::from_name("ib_read_bw"), None);
+        assert_eq!(TestSpec::READ_BW.title(), "RDMA_Read BW Test");
+        assert_eq!(TestSpec::READ_LAT.title(), "RDMA_Read Latency Test");
+        assert_eq!(TestSpec::WRITE_BW.title(), "RDMA_Write BW Test");
+        assert_eq!(TestSpec::WRITE_LAT.title(), "RDMA_Write Latency Test");
+    }
+
+    #[test]
+    fn rtt_factor_and_access_follow_perftest() {
+        assert_eq!(TestSpec::READ_LAT.rtt_factor(), 1);
+        assert_eq!(TestSpec::WRITE_LAT.rtt_factor(), 2);
+        assert_eq!(TestSpec::new(Verb::Send, Metric::Lat).rtt_factor(), 2);
+        assert_eq!(TestSpec::new(Verb::FetchAdd, Metric::Lat).rtt_factor(), 1);
+        let w = TestSpec::WRITE_BW.access();
+        assert!(w.remote_write && !w.remote_read && !w.remote_atomic);
+        let r = TestSpec::READ_BW.access();
+        assert!(r.remote_read && !r.remote_write && !r.remote_atomic);
+        let a = TestSpec::new(Verb::CmpSwap, Metric::Bw).access();
+        assert!(a.remote_atomic && !a.remote_write && !a.remote_read);
+        assert_eq!(
+            TestSpec::new(Verb::Send, Metric::Bw).access(),
+            Access::default()
+        );
+    }
+
+    #[test]
+    fn defaults_are_perftests() {
+        assert_eq!(TestSpec::WRITE_BW.defaults().size, 65536);
+        assert_eq!(TestSpec::READ_BW.defaults().iters, 5000);
+        assert_eq!(TestSpec::WRITE_LAT.defaults().inline, 220);
+        assert_eq!(TestSpec::READ_LAT.defaults().inline, 0);
+        assert_eq!(TestSpec::READ_LAT.defaults().size, 2);
+    }
+
+    #[test]
+    fn pattern_differs_between_neighbours_and_qps() {
+        assert_ne!(pattern_byte(0, 0), pattern_byte(0, 1));
+        assert_ne!(pattern_byte(0, 0), pattern_byte(1, 0));
+        assert_ne!(pattern_byte(0, 0), pattern_byte(0, 256));
+        assert_eq!(pattern_byte(3, 1000), pattern_byte(3, 1000));
+    }
+}
