@@ -15,7 +15,7 @@ use engine::bw::{BwResult, Measurement, Table, Unit};
 use engine::lat::{LatRecorder, LatStats, LatTable};
 use engine::wire::{self, Message, QpInfo, SideInfo};
 use verbs::{
-    AccessFlags, BoundQueuePair, ConnectOptions, Context, QueuePairCaps, RdmaWrite, WorkCompletion,
+    AccessFlags, BoundQueuePair, ConnectOptions, Context, QueuePairCaps, SendWr, WorkCompletion,
 };
 
 fn stats_path(c: &mut Criterion) {
@@ -72,6 +72,7 @@ fn codec(c: &mut Criterion) {
         mtu: 4096,
         link_layer: "Ethernet".into(),
         rate: Some("400 Gb/sec (4X NDR)".into()),
+        max_rd_atom: 16,
     };
     let hello = Message::Hello {
         test: "write_bw".into(),
@@ -144,8 +145,8 @@ fn post_and_poll(c: &mut Criterion) {
     };
     let (cq_a, mut a) = mk();
     let (_cq_b, mut b) = mk();
-    let ea = a.qp().endpoint(1, gid_index, 1).unwrap();
-    let eb = b.qp().endpoint(1, gid_index, 2).unwrap();
+    let ea = a.endpoint(1, gid_index, 1).unwrap();
+    let eb = b.endpoint(1, gid_index, 2).unwrap();
     let opts = |psn| ConnectOptions {
         port: 1,
         gid_index,
@@ -153,10 +154,10 @@ fn post_and_poll(c: &mut Criterion) {
         psn,
         ..ConnectOptions::default()
     };
-    a.qp_mut().connect(&opts(1), &eb).unwrap();
-    b.qp_mut().connect(&opts(2), &ea).unwrap();
-    let remote = b.source().remote();
-    let write = RdmaWrite::new(1, a.source().sge(0..2).unwrap(), remote)
+    a.connect(&opts(1), &eb).unwrap();
+    b.connect(&opts(2), &ea).unwrap();
+    let remote = b.region().remote();
+    let write = SendWr::write(1, a.region().sge(0..2).unwrap(), remote)
         .unwrap()
         .inline(true);
     let mut wc = [WorkCompletion::default()];

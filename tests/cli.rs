@@ -11,6 +11,8 @@ fn run(bin: &str, args: &[&str]) -> Output {
     let path = match bin {
         "write_bw" => env!("CARGO_BIN_EXE_write_bw"),
         "write_lat" => env!("CARGO_BIN_EXE_write_lat"),
+        "read_bw" => env!("CARGO_BIN_EXE_read_bw"),
+        "read_lat" => env!("CARGO_BIN_EXE_read_lat"),
         other => panic!("unknown binary {other}"),
     };
     Command::new(path)
@@ -25,7 +27,7 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn help_names_perftest_flags() {
-    for bin in ["write_bw", "write_lat"] {
+    for bin in ["write_bw", "write_lat", "read_bw", "read_lat"] {
         let out = run(bin, &["--help"]);
         assert!(out.status.success());
         let help = text(&out.stdout);

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use engine::clock::{ClockChoice, ClockSource, TickPoint, TickRate};
+use engine::clock::{ClockChoice, ClockRecord, ClockSource, TickPoint, TickRate};
 
 use crate::UsageError;
 
@@ -168,7 +168,7 @@ impl Clock {
         let drift = now.drift_from(used);
         if drift > DRIFT_WARNING {
             eprintln!(
-                "write_lat: warning: the TSC's rate moved by {:.2} % during the run \
+                "warning: the TSC's rate moved by {:.2} % during the run \
                  ({:.2} MHz, then {:.2} MHz): its figures may be off by as much; \
                  --clock monotonic does not depend on it",
                 drift * 100.0,
@@ -180,16 +180,13 @@ impl Clock {
 
     /// The `clock` object of the JSON output; `rate` is the one the
     /// figures were converted with.
-    pub fn json(&self, rate: TickRate) -> serde_json::Value {
-        let mut v = serde_json::json!({
-            "source": self.source,
-            "chosen_by": self.chosen_by(),
-            "read_cost_ns": self.read_cost_ns,
-        });
-        if self.source == ClockSource::Tsc {
-            v["tsc_mhz"] = serde_json::json!(rate.mhz());
+    pub fn record(&self, rate: TickRate) -> ClockRecord {
+        ClockRecord {
+            source: self.source,
+            chosen_by: self.chosen_by(),
+            read_cost_ns: self.read_cost_ns,
+            tsc_mhz: (self.source == ClockSource::Tsc).then(|| rate.mhz()),
         }
-        v
     }
 
     /// One line for the banner.

@@ -1,42 +1,18 @@
-//! Pieces both tests share around the handshake: protocol error messages,
-//! the JSON description of a side, progress on a terminal.
+//! The handshake steps of the control protocol, for the runner: hello and
+//! accept (or reject), barriers, goodbye, the server's bounded wait for a
+//! client, protocol error messages, progress on a terminal.
 
 use std::io::{self, IsTerminal};
 use std::path::Path;
 
-use std::time::Duration;
-
 use anyhow::anyhow;
 use engine::config::ConfigError;
-use engine::link;
 use engine::wire::{Message, QpInfo, SideInfo};
 use serde::de::DeserializeOwned;
 use verbs::Mtu;
 
 use crate::oob::Channel;
 use crate::setup::Port;
-
-/// Parses a byte count flag value (`65536`, `64K`, `1M`).
-///
-/// # Errors
-/// A message naming the text.
-pub fn size_arg(s: &str) -> Result<u64, String> {
-    engine::config::parse_size(s)
-}
-
-/// Parses a positive number of seconds.
-///
-/// # Errors
-/// A message naming the text.
-pub fn seconds_arg(s: &str) -> Result<Duration, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!("{s:?} must be a positive number of seconds"));
-    }
-    Ok(Duration::from_secs_f64(v))
-}
 
 /// Client: sends the test and its side (with the path MTU it proposes),
 /// returns the server's side, QPs and the MTU it chose.
@@ -237,19 +213,6 @@ pub fn server_mtu(
     Ok(ours.min(Mtu::from_bytes(client_mtu).unwrap_or(Mtu::Mtu256)))
 }
 
-/// Describes a side in JSON reports.
-pub fn side_json(s: &SideInfo) -> serde_json::Value {
-    serde_json::json!({
-        "device": s.device,
-        "port": s.port,
-        "gid_index": s.gid_index,
-        "gid": engine::gid::to_ipv6_string(&s.gid),
-        "mtu": s.mtu,
-        "link_layer": s.link_layer,
-        "rate": s.rate,
-    })
-}
-
 /// Shows progress on stderr, only when it is a terminal.
 pub fn progress(msg: &str) {
     if io::stderr().is_terminal() {
@@ -281,8 +244,8 @@ pub fn sysfs_rate(sysfs_root: &Path, port: &Port) -> Option<String> {
 /// whatever `serve` returns.
 pub fn run_server(
     program: &str,
-    conn: &crate::ConnectionArgs,
-    device: &crate::DeviceArgs,
+    conn: &crate::args::ConnectionArgs,
+    device: &crate::args::DeviceArgs,
     sysfs_root: &Path,
     serve: impl FnOnce(&mut Channel, Port, &SideInfo) -> anyhow::Result<u8>,
 ) -> anyhow::Result<u8> {

@@ -122,6 +122,12 @@ impl Port {
             mtu: self.attr.active_mtu.bytes(),
             link_layer: self.attr.link_layer.to_string(),
             rate: sysfs_rate,
+            max_rd_atom: self
+                .ctx
+                .query_device()
+                .ok()
+                .and_then(|d| u32::try_from(d.max_qp_rd_atom).ok())
+                .unwrap_or(0),
         }
     }
 

@@ -6,6 +6,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod peers;
+
 use std::time::{Duration, Instant};
 
 use engine::gid::{self, GidCandidate};
@@ -67,7 +69,7 @@ pub fn gid_index(ctx: &Context) -> Option<u32> {
 }
 
 /// One side of a connection: its own device context, PD, CQ, and a QP
-/// bound to its MR (the source of its writes and the target of the
+/// bound to its MR (the local memory of all its work and the target of the
 /// peer's), as a separate host would have.
 pub struct Side {
     // Field order is deliberately parents-first: the handles keep their
@@ -79,20 +81,32 @@ pub struct Side {
     pub gid_index: Option<u32>,
 }
 
+/// The access of a side's MR (and of its QP): what the RDMA tests need
+/// besides atomics.
+pub const ACCESS: AccessFlags = AccessFlags::LOCAL_WRITE
+    .union(AccessFlags::REMOTE_WRITE)
+    .union(AccessFlags::REMOTE_READ);
+
 impl Side {
     pub fn new(device: &str, mr_len: usize, caps: QueuePairCaps) -> Self {
+        Self::with_access(device, mr_len, caps, ACCESS)
+    }
+
+    /// A side whose MR is registered with `access`, which its QP also
+    /// grants the peer (see [`Side::options`]).
+    pub fn with_access(
+        device: &str,
+        mr_len: usize,
+        caps: QueuePairCaps,
+        access: AccessFlags,
+    ) -> Self {
         let ctx = Context::open(device).expect("open device");
         let gid_index = gid_index(&ctx);
         let pd = ctx.alloc_pd().expect("alloc pd");
         let cq = ctx
             .create_cq(caps.max_send_wr + caps.max_recv_wr)
             .expect("create cq");
-        let mr = pd
-            .allocate(
-                mr_len,
-                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
-            )
-            .expect("register mr");
+        let mr = pd.allocate(mr_len, access).expect("register mr");
         let qp = pd.create_rc_qp(&cq, &cq, &caps).expect("create qp");
         let qp = BoundQueuePair::new(qp, Arc::new(mr)).expect("bind qp to mr");
         Self {
@@ -104,24 +118,37 @@ impl Side {
         }
     }
 
-    /// The MR: source of this side's writes, target of the peer's.
+    /// The MR: source and destination of this side's work, target of the
+    /// peer's.
     pub fn mr(&self) -> &MemoryRegion {
-        self.qp.source()
+        self.qp.region()
     }
 
-    /// The MR's bytes, for filling between writes.
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        self.qp
-            .source_bytes_mut()
-            .expect("the side is the MR's only owner")
+    /// A copy of every byte of the MR.
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut v = vec![0; self.mr().len()];
+        self.mr().read_into(0, &mut v).expect("read the MR");
+        v
     }
 
+    /// Fills `range` of the MR with pseudo-random bytes and returns them.
+    pub fn fill_random(&self, rng: &mut Rng, range: std::ops::Range<usize>) -> Vec<u8> {
+        let data = rng.bytes(range.len());
+        self.mr()
+            .write_bytes(range.start, &data)
+            .expect("write the MR");
+        data
+    }
+
+    /// Connection options: the test port and GID, the active MTU, and the
+    /// MR's access granted to the peer.
     pub fn options(&self, psn: u32) -> ConnectOptions {
         ConnectOptions {
             port: PORT,
             gid_index: self.gid_index,
             mtu: self.ctx.query_port(PORT).unwrap().active_mtu,
             psn,
+            access: self.mr().access(),
             ..ConnectOptions::default()
         }
     }
@@ -140,18 +167,19 @@ impl Side {
 
 /// Connects two sides' QPs to each other (both RTS).
 pub fn connect(a: &mut Side, b: &mut Side) {
+    connect_with(a, b, |_| {});
+}
+
+/// As [`connect`], with `tweak` applied to both sides' options.
+pub fn connect_with(a: &mut Side, b: &mut Side, tweak: impl Fn(&mut ConnectOptions)) {
     let (psn_a, psn_b) = (0x12_3456, 0x65_4321);
-    let ea =
-        a.qp.qp()
-            .endpoint(PORT, a.gid_index, psn_a)
-            .expect("endpoint a");
-    let eb =
-        b.qp.qp()
-            .endpoint(PORT, b.gid_index, psn_b)
-            .expect("endpoint b");
-    let (oa, ob) = (a.options(psn_a), b.options(psn_b));
-    a.qp.qp_mut().connect(&oa, &eb).expect("connect a");
-    b.qp.qp_mut().connect(&ob, &ea).expect("connect b");
+    let ea = a.qp.endpoint(PORT, a.gid_index, psn_a).expect("endpoint a");
+    let eb = b.qp.endpoint(PORT, b.gid_index, psn_b).expect("endpoint b");
+    let (mut oa, mut ob) = (a.options(psn_a), b.options(psn_b));
+    tweak(&mut oa);
+    tweak(&mut ob);
+    a.qp.connect(&oa, &eb).expect("connect a");
+    b.qp.connect(&ob, &ea).expect("connect b");
 }
 
 /// xorshift64*: deterministic pseudo-random bytes for payloads.
@@ -160,6 +188,12 @@ pub struct Rng(u64);
 impl Rng {
     pub fn new(seed: u64) -> Self {
         Self(seed | 1)
+    }
+
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut v = vec![0; len];
+        self.fill(&mut v);
+        v
     }
 
     pub fn fill(&mut self, buf: &mut [u8]) {

@@ -16,6 +16,8 @@ use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
+use crate::report::{Figures, Report, SizeRecord, VerdictRecord};
+
 /// Bytes per MiB.
 pub const MIB: f64 = 1_048_576.0;
 
@@ -159,26 +161,6 @@ pub enum Unit {
     Gbps,
 }
 
-/// Writes bandwidth results in one output format.
-pub trait BwWriter {
-    /// Called once before the first result.
-    ///
-    /// # Errors
-    /// I/O errors of the destination.
-    fn begin(&mut self) -> io::Result<()>;
-    /// One result per size. `context` is the JSON context of the run
-    /// (configuration, both sides), used by formats that carry it.
-    ///
-    /// # Errors
-    /// I/O errors of the destination.
-    fn result(&mut self, result: &BwResult, context: &serde_json::Value) -> io::Result<()>;
-    /// Called once after the last result.
-    ///
-    /// # Errors
-    /// I/O errors of the destination.
-    fn end(&mut self) -> io::Result<()>;
-}
-
 /// perftest's table.
 #[derive(Debug)]
 pub struct Table<W> {
@@ -235,114 +217,28 @@ impl<W: Write> Table<W> {
     }
 }
 
-impl<W: Write> BwWriter for Table<W> {
+impl<W: Write> Report for Table<W> {
     fn begin(&mut self) -> io::Result<()> {
         writeln!(self.out, "{RESULT_LINE}")?;
         writeln!(self.out, "{}", Self::header(self.unit, self.cpu_column))?;
         self.out.flush()
     }
 
-    fn result(&mut self, result: &BwResult, _context: &serde_json::Value) -> io::Result<()> {
-        writeln!(
-            self.out,
-            "{}",
-            Self::row(result, self.unit, self.cpu_column)
-        )?;
+    fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
+        if let Figures::Bw(r) = &record.figures {
+            writeln!(self.out, "{}", Self::row(r, self.unit, self.cpu_column))?;
+        }
+        self.out.flush()
+    }
+
+    fn verdict(&mut self, verdict: &VerdictRecord) -> io::Result<()> {
+        writeln!(self.out, "{}", verdict.line())?;
         self.out.flush()
     }
 
     fn end(&mut self) -> io::Result<()> {
         writeln!(self.out, "{RESULT_LINE}")?;
         self.out.flush()
-    }
-}
-
-/// JSON lines: one self-contained object per size, for both tests
-/// (`write_bw` through [`BwWriter`], `write_lat` through
-/// [`crate::lat::LatWriter`]), and verdict lines.
-#[derive(Debug)]
-pub struct JsonLines<W> {
-    out: W,
-}
-
-impl<W: Write> JsonLines<W> {
-    /// Writes to `out`.
-    pub fn new(out: W) -> Self {
-        Self { out }
-    }
-
-    /// Writes any other object as one line.
-    ///
-    /// # Errors
-    /// I/O errors of the destination.
-    pub fn line(&mut self, value: &serde_json::Value) -> io::Result<()> {
-        serde_json::to_writer(&mut self.out, value)?;
-        self.out.write_all(b"\n")?;
-        self.out.flush()
-    }
-
-    /// A result object: `{"schema_version":1,"kind":KIND, ...context...,
-    /// "result":{...}}`, plus `"histogram":"<base64>"` when given.
-    ///
-    /// # Errors
-    /// I/O errors of the destination.
-    pub fn result_object(
-        &mut self,
-        kind: &str,
-        context: &serde_json::Value,
-        result: serde_json::Value,
-        histogram_b64: Option<&str>,
-    ) -> io::Result<()> {
-        let mut obj = serde_json::Map::new();
-        obj.insert("schema_version".into(), SCHEMA_VERSION.into());
-        obj.insert("kind".into(), kind.into());
-        if let serde_json::Value::Object(ctx) = context {
-            for (k, v) in ctx {
-                obj.insert(k.clone(), v.clone());
-            }
-        }
-        obj.insert("result".into(), result);
-        if let Some(h) = histogram_b64 {
-            obj.insert("histogram".into(), h.into());
-        }
-        self.line(&serde_json::Value::Object(obj))
-    }
-
-    /// A verdict: `{"schema_version":1,"kind":"verdict","verdict":{...}}`.
-    ///
-    /// # Errors
-    /// I/O errors of the destination.
-    pub fn verdict(&mut self, verdict: &impl Serialize) -> io::Result<()> {
-        self.line(&serde_json::json!({
-            "schema_version": SCHEMA_VERSION,
-            "kind": "verdict",
-            "verdict": verdict,
-        }))
-    }
-
-    /// Flushes the destination.
-    ///
-    /// # Errors
-    /// I/O errors of the destination.
-    pub fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
-    }
-}
-
-/// Version of the JSON result objects.
-pub const SCHEMA_VERSION: u32 = 1;
-
-impl<W: Write> BwWriter for JsonLines<W> {
-    fn begin(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn result(&mut self, result: &BwResult, context: &serde_json::Value) -> io::Result<()> {
-        self.result_object("write_bw", context, serde_json::to_value(result)?, None)
-    }
-
-    fn end(&mut self) -> io::Result<()> {
-        self.flush()
     }
 }
 
@@ -427,32 +323,19 @@ mod tests {
         );
         let mut out = Vec::new();
         let mut t = Table::new(&mut out, Unit::MibPerSec, false);
+        let ctx = crate::report::tests::context();
         t.begin().unwrap();
-        t.result(&r, &serde_json::Value::Null).unwrap();
+        t.size(&SizeRecord {
+            context: &ctx,
+            figures: Figures::Bw(r),
+            peer_result: None,
+            histogram: None,
+            data_check: None,
+        })
+        .unwrap();
         t.end().unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.lines().count(), 4);
         assert_eq!(text.lines().next().unwrap().len(), 87);
-    }
-
-    #[test]
-    fn json_lines_merge_context_and_result() {
-        let r = BwResult::from_measurement(&m(2, 10, 1_000));
-        let ctx = serde_json::json!({"config": {"qps": 1}, "local": {"device": "rxe0"}});
-        let mut out = Vec::new();
-        let mut j = JsonLines::new(&mut out);
-        j.result(&r, &ctx).unwrap();
-        j.result(&r, &ctx).unwrap();
-        let text = String::from_utf8(out).unwrap();
-        let lines: Vec<_> = text.lines().collect();
-        assert_eq!(lines.len(), 2);
-        let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
-        assert_eq!(v["schema_version"], 1);
-        assert_eq!(v["kind"], "write_bw");
-        assert_eq!(v["config"]["qps"], 1);
-        assert_eq!(v["local"]["device"], "rxe0");
-        assert_eq!(v["result"]["bytes"], 2);
-        assert!(v["result"]["bw_avg_gbps"].is_number());
-        assert!(v["result"]["bw_avg_mib_s"].is_number());
     }
 }

@@ -67,6 +67,20 @@ impl fmt::Display for ClockSource {
     }
 }
 
+/// The clock of a latency run, as reported in JSON.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClockRecord {
+    /// The source read.
+    pub source: ClockSource,
+    /// `auto` or `--clock`.
+    pub chosen_by: &'static str,
+    /// Measured cost of one read, nanoseconds.
+    pub read_cost_ns: f64,
+    /// The TSC's calibrated rate (TSC only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tsc_mhz: Option<f64>,
+}
+
 /// Whether `/proc/cpuinfo` text advertises an invariant TSC: the first
 /// `flags` line has both `constant_tsc` and `nonstop_tsc`.
 pub fn invariant_tsc(cpuinfo: &str) -> bool {

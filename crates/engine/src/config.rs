@@ -77,6 +77,29 @@ pub struct BwConfig {
     pub bidirectional: bool,
     /// Requested path MTU in bytes (`None`: the ports' active MTU).
     pub mtu: Option<u32>,
+    /// Outstanding RDMA READs or atomics per QP (perftest's `-o/--outs`;
+    /// 0 for tests that post none). Both sides use the smallest of this
+    /// and both devices' `max_qp_rd_atom`.
+    #[serde(default)]
+    pub outs: u32,
+}
+
+/// Most outstanding reads per QP a configuration may ask for (the verbs
+/// attribute is 8 bits).
+pub const MAX_OUTS: u32 = 255;
+
+/// Checks `-o/--outs`.
+///
+/// # Errors
+/// When above [`MAX_OUTS`].
+pub fn validate_outs(outs: u32) -> Result<(), ConfigError> {
+    if outs > MAX_OUTS {
+        return Err(bad(
+            "-o/--outs",
+            format!("{outs} outstanding reads is outside 1..={MAX_OUTS}"),
+        ));
+    }
+    Ok(())
 }
 
 impl Default for BwConfig {
@@ -94,6 +117,7 @@ impl Default for BwConfig {
             inline_size: 0,
             bidirectional: false,
             mtu: None,
+            outs: 0,
         }
     }
 }
@@ -172,6 +196,7 @@ impl BwConfig {
     /// The first violated limit, naming its flag.
     pub fn validate(&self) -> Result<(), ConfigError> {
         validate_run(&self.sizes, self.iters, self.duration, self.mtu)?;
+        validate_outs(self.outs)?;
         if self.qps == 0 || self.qps > MAX_QPS {
             return Err(bad(
                 "-q/--qp",
@@ -224,7 +249,7 @@ impl BwConfig {
                 ),
             ));
         }
-        if self.duration.is_none() && self.iters % u64::from(self.post_list) != 0 {
+        if self.duration.is_none() && !self.iters.is_multiple_of(u64::from(self.post_list)) {
             return Err(bad(
                 "-n/--iters",
                 format!(

@@ -28,8 +28,9 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
 use serde::{Deserialize, Serialize};
 
-use crate::bw::{JsonLines, RESULT_LINE};
+use crate::bw::RESULT_LINE;
 use crate::config::{CACHE_LINE, ConfigError, DurationMode, validate_run};
+use crate::report::{Figures, Report, SizeRecord, VerdictRecord};
 
 /// Configuration of an RDMA WRITE latency test, sent by the client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,6 +45,9 @@ pub struct LatConfig {
     pub inline_size: u32,
     /// Requested path MTU in bytes (`None`: the ports' active MTU).
     pub mtu: Option<u32>,
+    /// Outstanding reads or atomics (`-o/--outs`; 0 for write latency).
+    #[serde(default)]
+    pub outs: u32,
 }
 
 impl Default for LatConfig {
@@ -55,6 +59,7 @@ impl Default for LatConfig {
             duration: None,
             inline_size: 0,
             mtu: None,
+            outs: 0,
         }
     }
 }
@@ -66,7 +71,8 @@ impl LatConfig {
     /// # Errors
     /// The first violated limit, naming its flag.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        validate_run(&self.sizes, self.iters, self.duration, self.mtu)
+        validate_run(&self.sizes, self.iters, self.duration, self.mtu)?;
+        crate::config::validate_outs(self.outs)
     }
 
     /// Largest message size of the run.
@@ -125,8 +131,9 @@ impl fmt::Debug for LatRecorder {
 
 /// Half a round trip in microseconds from a round trip in nanoseconds.
 #[inline]
-fn half_us(rtt_ns: u64) -> f64 {
-    rtt_ns as f64 / 1000.0 / 2.0
+/// A sample in microseconds divided by perftest's `rtt_factor`.
+fn per_trip_us(ns: u64, rtt_factor: u32) -> f64 {
+    ns as f64 / 1000.0 / f64::from(rtt_factor.max(1))
 }
 
 /// 1-based nearest rank of percentile `p` among `n` samples:
@@ -265,6 +272,15 @@ impl LatRecorder {
     /// `bytes`. Sorts a copy of the kept samples when all were kept
     /// (outside the hot loop), else reads the histogram.
     pub fn stats(&self, bytes: u64) -> LatStats {
+        self.stats_per(bytes, 2)
+    }
+
+    /// As [`LatRecorder::stats`], with every figure divided by
+    /// `rtt_factor` instead of 2: 1 for reads and atomics, whose sample is
+    /// one operation's round trip (perftest's `rtt_factor`).
+    pub fn stats_per(&self, bytes: u64, rtt_factor: u32) -> LatStats {
+        let f = f64::from(rtt_factor.max(1));
+        let us = |ns: u64| per_trip_us(ns, rtt_factor);
         if self.count == 0 {
             return LatStats {
                 bytes,
@@ -304,16 +320,16 @@ impl LatRecorder {
         LatStats {
             bytes,
             iterations: n,
-            t_min_us: half_us(self.min),
-            t_max_us: half_us(self.max),
-            t_typical_us: half_us(p[0]),
-            t_avg_us: self.sum as f64 / n as f64 / 1000.0 / 2.0,
-            t_stdev_us: self.stdev_ns() / 1000.0 / 2.0,
-            p50_us: half_us(p[0]),
-            p90_us: half_us(p[1]),
-            p99_us: half_us(p[2]),
-            p99_9_us: half_us(p[3]),
-            p99_99_us: half_us(p[4]),
+            t_min_us: us(self.min),
+            t_max_us: us(self.max),
+            t_typical_us: us(p[0]),
+            t_avg_us: self.sum as f64 / n as f64 / 1000.0 / f,
+            t_stdev_us: self.stdev_ns() / 1000.0 / f,
+            p50_us: us(p[0]),
+            p90_us: us(p[1]),
+            p99_us: us(p[2]),
+            p99_9_us: us(p[3]),
+            p99_99_us: us(p[4]),
             exact_percentiles: exact,
         }
     }
@@ -520,32 +536,6 @@ impl LatVerdict {
     }
 }
 
-/// Writes latency results in one output format.
-pub trait LatWriter {
-    /// Called once before the first result.
-    ///
-    /// # Errors
-    /// I/O errors of the destination.
-    fn begin(&mut self) -> io::Result<()>;
-    /// One result per size. `context` is the JSON context of the run
-    /// (configuration, both sides) and `histogram_b64` the encoded
-    /// histogram, both used only by formats that carry them.
-    ///
-    /// # Errors
-    /// I/O errors of the destination.
-    fn result(
-        &mut self,
-        stats: &LatStats,
-        context: &serde_json::Value,
-        histogram_b64: Option<&str>,
-    ) -> io::Result<()>;
-    /// Called once after the last result.
-    ///
-    /// # Errors
-    /// I/O errors of the destination.
-    fn end(&mut self) -> io::Result<()>;
-}
-
 /// perftest's `ib_write_lat` table (the full row in duration mode too).
 #[derive(Debug)]
 pub struct LatTable<W> {
@@ -585,20 +575,22 @@ impl<W: Write> LatTable<W> {
     }
 }
 
-impl<W: Write> LatWriter for LatTable<W> {
+impl<W: Write> Report for LatTable<W> {
     fn begin(&mut self) -> io::Result<()> {
         writeln!(self.out, "{RESULT_LINE}")?;
         writeln!(self.out, "{}", Self::header())?;
         self.out.flush()
     }
 
-    fn result(
-        &mut self,
-        stats: &LatStats,
-        _context: &serde_json::Value,
-        _histogram_b64: Option<&str>,
-    ) -> io::Result<()> {
-        writeln!(self.out, "{}", Self::row(stats))?;
+    fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
+        if let Figures::Lat(stats) = &record.figures {
+            writeln!(self.out, "{}", Self::row(stats))?;
+        }
+        self.out.flush()
+    }
+
+    fn verdict(&mut self, verdict: &VerdictRecord) -> io::Result<()> {
+        writeln!(self.out, "{}", verdict.line())?;
         self.out.flush()
     }
 
@@ -608,44 +600,24 @@ impl<W: Write> LatWriter for LatTable<W> {
     }
 }
 
-/// JSON lines ([`crate::bw::JsonLines`]): one self-contained object per
-/// size, `{"schema_version":1,"kind":"write_lat", ...context...,
-/// "result":{...}, "histogram":"<base64>"}` (`histogram` only when given).
-impl<W: Write> LatWriter for JsonLines<W> {
-    fn begin(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn result(
-        &mut self,
-        stats: &LatStats,
-        context: &serde_json::Value,
-        histogram_b64: Option<&str>,
-    ) -> io::Result<()> {
-        self.result_object(
-            "write_lat",
-            context,
-            serde_json::to_value(stats)?,
-            histogram_b64,
-        )
-    }
-
-    fn end(&mut self) -> io::Result<()> {
-        self.flush()
-    }
-}
-
-/// The `-H` dump: a header line `#bytes #sample  rtt/2[usec]`, then one
+/// The `-H` dump: a header line `#bytes #sample  rtt/2[usec]` (`rtt[usec]`
+/// when `rtt_factor` is 1: reads and atomics), then one
 /// line `BYTES INDEX LATENCY` per sample in recorded order (1-based index,
 /// half round trip in microseconds with 4 decimals, which is exact for
 /// nanosecond round trips).
 ///
 /// # Errors
 /// I/O errors of the destination.
-pub fn dump_samples(out: &mut dyn Write, bytes: u64, samples_ns: &[u64]) -> io::Result<()> {
-    writeln!(out, "#bytes #sample  rtt/2[usec]")?;
+pub fn dump_samples(
+    out: &mut dyn Write,
+    bytes: u64,
+    samples_ns: &[u64],
+    rtt_factor: u32,
+) -> io::Result<()> {
+    let unit = if rtt_factor == 1 { "rtt" } else { "rtt/2" };
+    writeln!(out, "#bytes #sample  {unit}[usec]")?;
     for (i, &ns) in samples_ns.iter().enumerate() {
-        writeln!(out, "{bytes} {} {:.4}", i + 1, half_us(ns))?;
+        writeln!(out, "{bytes} {} {:.4}", i + 1, per_trip_us(ns, rtt_factor))?;
     }
     out.flush()
 }
@@ -1053,9 +1025,16 @@ mod tests {
         );
         let mut out = Vec::new();
         let mut t = LatTable::new(&mut out);
+        let ctx = crate::report::tests::context();
         t.begin().unwrap();
-        t.result(&sample_stats(), &serde_json::Value::Null, Some("x"))
-            .unwrap();
+        t.size(&SizeRecord {
+            context: &ctx,
+            figures: Figures::Lat(sample_stats()),
+            peer_result: None,
+            histogram: Some("x".into()),
+            data_check: None,
+        })
+        .unwrap();
         t.end().unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<_> = text.lines().collect();
@@ -1069,14 +1048,32 @@ mod tests {
         let r = recorder(&[2000, 4000, 6000, 8000], 4);
         let s = r.stats(2);
         let b64 = r.histogram_base64();
-        let ctx = serde_json::json!({"config": {"iters": 4}, "local": {"device": "rxe0"}});
+        let ctx = crate::report::RunContext {
+            kind: "write_lat",
+            config: crate::report::ConfigRecord::Lat(LatConfig {
+                iters: 4,
+                ..LatConfig::default()
+            }),
+            ..crate::report::tests::context()
+        };
+        let rec = |histogram: Option<String>| SizeRecord {
+            context: &ctx,
+            figures: Figures::Lat(s),
+            peer_result: None,
+            histogram,
+            data_check: None,
+        };
         let mut out = Vec::new();
-        let mut j = JsonLines::new(&mut out);
+        let mut j = crate::report::JsonLines::new(&mut out);
         j.begin().unwrap();
-        j.result(&s, &ctx, Some(&b64)).unwrap();
-        j.result(&s, &ctx, None).unwrap();
-        j.line(&serde_json::json!({"verdict": {"pass": true}}))
-            .unwrap();
+        j.size(&rec(Some(b64.clone()))).unwrap();
+        j.size(&rec(None)).unwrap();
+        j.verdict(&VerdictRecord::Latency(lat_verdict(
+            &s,
+            Percentile::Median,
+            5.0,
+        )))
+        .unwrap();
         j.end().unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<serde_json::Value> = text
@@ -1117,7 +1114,7 @@ mod tests {
     #[test]
     fn dump_lists_samples_in_recorded_order() {
         let mut out = Vec::new();
-        dump_samples(&mut out, 64, &[3001, 2000]).unwrap();
+        dump_samples(&mut out, 64, &[3001, 2000], 2).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "#bytes #sample  rtt/2[usec]\n64 1 1.5005\n64 2 1.0000\n"

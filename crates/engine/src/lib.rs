@@ -19,6 +19,7 @@ pub mod gid;
 pub mod lat;
 pub mod link;
 pub mod listing;
+pub mod report;
 pub mod sched;
 pub mod spec;
 pub mod wire;

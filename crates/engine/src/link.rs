@@ -378,13 +378,13 @@ pub fn evaluate(input: &VerdictInput) -> Verdict {
         }
     };
 
-    if let (ExpectRate::Gbps(_), Some(exp), Some(rate)) = (input.expect, expected, negotiated) {
-        if rate.gbps < exp {
-            reasons.push(format!(
-                "link trained down: negotiated {} < expected {exp} Gb/s",
-                rate.describe()
-            ));
-        }
+    if let (ExpectRate::Gbps(_), Some(exp), Some(rate)) = (input.expect, expected, negotiated)
+        && rate.gbps < exp
+    {
+        reasons.push(format!(
+            "link trained down: negotiated {} < expected {exp} Gb/s",
+            rate.describe()
+        ));
     }
 
     let efficiency_ok = valid_efficiency(input.min_efficiency);
@@ -406,11 +406,12 @@ pub fn evaluate(input: &VerdictInput) -> Verdict {
     let threshold = expected
         .filter(|_| efficiency_ok)
         .map(|exp| exp * input.min_efficiency * f64::from(directions));
-    if let Some(t) = threshold {
-        if measured_ok && measured < t {
-            // First, as the line leads with it.
-            reasons.insert(0, below_threshold(measured, t));
-        }
+    if let Some(t) = threshold
+        && measured_ok
+        && measured < t
+    {
+        // First, as the line leads with it.
+        reasons.insert(0, below_threshold(measured, t));
     }
 
     for rise in &input.rises {

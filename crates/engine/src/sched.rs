@@ -129,7 +129,8 @@ impl BwScheduler {
     /// Whether message `index` asks for a completion.
     #[inline]
     pub fn signaled(&self, index: u64) -> bool {
-        (index + 1) % u64::from(self.window.cq_mod) == 0 || Some(index + 1) == self.window.iters
+        (index + 1).is_multiple_of(u64::from(self.window.cq_mod))
+            || Some(index + 1) == self.window.iters
     }
 
     /// The first message index of the batch QP `qp` may post now

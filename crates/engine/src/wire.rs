@@ -93,6 +93,10 @@ pub struct SideInfo {
     pub link_layer: String,
     /// Negotiated link rate as the kernel prints it, when known.
     pub rate: Option<String>,
+    /// The device's `max_qp_rd_atom`: most RDMA READs or atomics one of
+    /// its QPs can have outstanding (as initiator or responder).
+    #[serde(default)]
+    pub max_rd_atom: u32,
 }
 
 /// One handshake message.
@@ -362,14 +366,14 @@ fn parse_header(h: &[u8; HEADER_LEN]) -> Result<(u8, u32), WireError> {
 
 /// Checks every bounded list of a message.
 fn check_limits(msg: &Message) -> Result<(), WireError> {
-    if let Message::Hello { qps, .. } | Message::Accept { qps, .. } = msg {
-        if qps.len() > MAX_QPS {
-            return Err(WireError::TooMany {
-                what: "queue pairs",
-                count: qps.len(),
-                max: MAX_QPS,
-            });
-        }
+    if let Message::Hello { qps, .. } | Message::Accept { qps, .. } = msg
+        && qps.len() > MAX_QPS
+    {
+        return Err(WireError::TooMany {
+            what: "queue pairs",
+            count: qps.len(),
+            max: MAX_QPS,
+        });
     }
     Ok(())
 }
@@ -642,6 +646,7 @@ mod tests {
             mtu: 4096,
             link_layer: "Ethernet".into(),
             rate: Some("400 Gb/sec (4X NDR)".into()),
+            max_rd_atom: 16,
         }
     }
 

@@ -72,6 +72,7 @@ fn side() -> impl Strategy<Value = SideInfo> {
                 mtu,
                 link_layer,
                 rate,
+                max_rd_atom: 16,
             },
         )
 }

@@ -209,6 +209,8 @@ impl Context {
             max_mr_size: attr.max_mr_size,
             max_pd: attr.max_pd,
             max_qp_rd_atom: attr.max_qp_rd_atom,
+            max_qp_init_rd_atom: attr.max_qp_init_rd_atom,
+            atomic_cap: AtomicCap::from_raw(attr.atomic_cap),
             phys_port_cnt: attr.phys_port_cnt,
         })
     }
@@ -370,10 +372,59 @@ pub struct DeviceAttributes {
     pub max_mr_size: u64,
     /// Maximum number of protection domains.
     pub max_pd: i32,
-    /// Maximum outstanding RDMA reads/atomics per QP as target.
+    /// Maximum outstanding RDMA reads/atomics per QP as target (the limit
+    /// of [`crate::ConnectOptions::max_dest_rd_atomic`]).
     pub max_qp_rd_atom: i32,
+    /// Maximum outstanding RDMA reads/atomics per QP as initiator (the
+    /// limit of [`crate::ConnectOptions::max_rd_atomic`]).
+    pub max_qp_init_rd_atom: i32,
+    /// Whether and how atomically the device runs RDMA atomics.
+    pub atomic_cap: AtomicCap,
     /// Number of physical ports.
     pub phys_port_cnt: u8,
+}
+
+/// Atomic support of a device (`ibv_atomic_cap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtomicCap {
+    /// No RDMA atomics.
+    None,
+    /// Atomic with respect to other atomics through this device only
+    /// (`IBV_ATOMIC_HCA`; not with CPU accesses).
+    Hca,
+    /// Atomic with respect to every access, CPU ones included
+    /// (`IBV_ATOMIC_GLOB`).
+    Glob,
+    /// A value this crate does not know.
+    Unknown(u32),
+}
+
+impl AtomicCap {
+    fn from_raw(raw: ffi::ibv_atomic_cap::Type) -> Self {
+        use ffi::ibv_atomic_cap as c;
+        match raw {
+            c::IBV_ATOMIC_NONE => Self::None,
+            c::IBV_ATOMIC_HCA => Self::Hca,
+            c::IBV_ATOMIC_GLOB => Self::Glob,
+            other => Self::Unknown(other),
+        }
+    }
+
+    /// Whether the device runs RDMA atomics at all.
+    pub fn is_supported(self) -> bool {
+        !matches!(self, Self::None)
+    }
+}
+
+impl fmt::Display for AtomicCap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::None => f.write_str("none"),
+            Self::Hca => f.write_str("HCA"),
+            Self::Glob => f.write_str("global"),
+            Self::Unknown(v) => write!(f, "unknown({v})"),
+        }
+    }
 }
 
 /// Logical port state (`ibv_port_state`).

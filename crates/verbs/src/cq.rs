@@ -202,6 +202,10 @@ pub enum WcOpcode {
     RdmaWrite,
     /// An RDMA READ finished.
     RdmaRead,
+    /// An atomic compare-and-swap finished.
+    CompSwap,
+    /// An atomic fetch-and-add finished.
+    FetchAdd,
     /// A receive consumed a send.
     Recv,
     /// A receive consumed an RDMA WRITE with immediate.
@@ -264,6 +268,8 @@ impl WorkCompletion {
             op::IBV_WC_SEND => WcOpcode::Send,
             op::IBV_WC_RDMA_WRITE => WcOpcode::RdmaWrite,
             op::IBV_WC_RDMA_READ => WcOpcode::RdmaRead,
+            op::IBV_WC_COMP_SWAP => WcOpcode::CompSwap,
+            op::IBV_WC_FETCH_ADD => WcOpcode::FetchAdd,
             op::IBV_WC_RECV => WcOpcode::Recv,
             op::IBV_WC_RECV_RDMA_WITH_IMM => WcOpcode::RecvRdmaWithImm,
             other => WcOpcode::Other(other),

@@ -1,7 +1,9 @@
 //! Safe lifecycle of RDMA verbs resources over `rdma-sys` and the system's
 //! libibverbs: device [`Context`], [`ProtectionDomain`], [`CompletionQueue`],
-//! [`MemoryRegion`] and reliable-connected [`QueuePair`], with RDMA WRITE
-//! posting. This is the only crate of rdmaperf that contains `unsafe`.
+//! [`MemoryRegion`] and reliable-connected [`QueuePair`], with the work
+//! requests every perftest test needs (RDMA WRITE with and without
+//! immediate, RDMA READ, SEND, fetch-and-add, compare-and-swap, receives).
+//! This is the only crate of rdmaperf that contains `unsafe`.
 //!
 //! # Ownership
 //! Every handle keeps its parents alive through an `Arc`:
@@ -33,16 +35,28 @@
 //! by the provider; a benchmark gives each thread its own QP and CQ.
 //!
 //! # The posting safety contract
-//! Building a work request ([`RdmaWrite`], [`WriteBatch`],
+//! Building a work request ([`SendWr`], [`SendBatch`], [`RecvBatch`],
 //! [`MemoryRegion::sge`]) is safe: it is plain data, bounds-checked against
 //! the region it came from. Handing it to the device
 //! ([`QueuePair::post_send`], [`QueuePair::post_batch`],
-//! [`QueuePair::post_recv`]) is `unsafe`: from that moment the device may
-//! read (or, for receives, write) the local memory, so the caller promises
-//! that the memory stays registered and untouched until the request's
-//! completion, or a later signaled one on the same QP, has been polled.
-//! Inline writes are copied at post time and carry no such obligation for
-//! the payload.
+//! [`QueuePair::post_recv`], [`QueuePair::post_recv_batch`]) is `unsafe`:
+//! from that moment the device reads the local memory (WRITE, SEND) or
+//! *writes* it (READ, atomics, receives), so the caller promises that the
+//! memory stays allocated and registered until the request's completion,
+//! or a later signaled one on the same QP, has been polled, and, where the
+//! device writes, that Rust code touches it meanwhile only in ways that
+//! tolerate a concurrent foreign write. Inline payloads are copied at post
+//! time and carry no such obligation.
+//!
+//! [`BoundQueuePair`] discharges the contract for the rest of the
+//! workspace: it owns a QP and an `Arc` of the one region all its work
+//! uses, checks every post against that region, and drops the QP first.
+//!
+//! # Memory shared with the device
+//! No safe function hands out a reference to a region's bytes: the device
+//! and peers write them outside Rust's view. [`MemoryRegion`] offers atomic
+//! accessors through `&self` instead (its type documentation says which
+//! and why).
 //!
 //! # Soft-RoCE versus hardware
 //! rxe forgives what real NICs do not (send-queue overflow, a path MTU above
@@ -52,28 +66,30 @@
 
 #![deny(missing_docs)]
 
+mod bound;
 mod context;
 mod cq;
 mod error;
 mod mr;
 mod pd;
 mod qp;
+mod shared;
 pub mod tsc;
+mod wr;
 
+pub use bound::BoundQueuePair;
 pub use context::{
-    Context, DeviceAttributes, DeviceInfo, Gid, GidEntry, GidType, LinkLayer, Mtu, PortAttributes,
-    PortState, devices,
+    AtomicCap, Context, DeviceAttributes, DeviceInfo, Gid, GidEntry, GidType, LinkLayer, Mtu,
+    PortAttributes, PortState, devices,
 };
 pub use cq::{CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
 pub use error::{Error, Result};
 pub use mr::{AccessFlags, LocalSge, MemoryRegion, RemoteMemory};
 pub use pd::ProtectionDomain;
-pub use qp::{
-    BatchFull, BoundQueuePair, ConnectOptions, Endpoint, ExclusivePoster, QpState, QueuePair,
-    QueuePairCaps, RdmaWrite, WriteBatch,
-};
+pub use qp::{ConnectOptions, Endpoint, QpState, QueuePair, QueuePairCaps};
 /// The raw bindings, for what this crate does not wrap.
 pub use rdma_sys as ffi;
+pub use wr::{BatchFull, Op, RecvBatch, SendBatch, SendWr};
 
 /// Reports a failed destroy verb from a `Drop`: panics (a leak through a
 /// raw handle is a bug), unless already unwinding.

@@ -4,11 +4,13 @@ use std::alloc::Layout;
 use std::fmt;
 use std::ops::{BitOr, BitOrAssign, Range};
 use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
 
 use rdma_sys as ffi;
 
 use crate::error::{Error, Result, check_ptr};
 use crate::pd::ProtectionDomain;
+use crate::shared::{SharedBytes, WORD};
 
 /// Access rights of a memory region (`ibv_access_flags`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -17,29 +19,38 @@ pub struct AccessFlags(u32);
 impl AccessFlags {
     /// Local reads only.
     pub const NONE: Self = Self(0);
-    /// The local HCA may write (needed for receives and for any remote
-    /// access that writes).
+    /// The local HCA may write: needed for receives, for RDMA READ and
+    /// atomic results landing here, and for remote writes and atomics.
     pub const LOCAL_WRITE: Self = Self(ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0);
     /// Peers may RDMA-WRITE into the region.
     pub const REMOTE_WRITE: Self = Self(ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0);
     /// Peers may RDMA-READ from the region.
     pub const REMOTE_READ: Self = Self(ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0);
+    /// Peers may run RDMA atomics (fetch-and-add, compare-and-swap) on the
+    /// region. Requires [`AccessFlags::LOCAL_WRITE`].
+    pub const REMOTE_ATOMIC: Self = Self(ffi::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC.0);
 
     /// The raw bit mask.
-    pub fn bits(self) -> u32 {
+    pub const fn bits(self) -> u32 {
         self.0
     }
 
     /// Whether every flag of `other` is set in `self`.
-    pub fn contains(self, other: Self) -> bool {
+    pub const fn contains(self, other: Self) -> bool {
         self.0 & other.0 == other.0
+    }
+
+    /// The flags of both (`|`, usable in constants).
+    #[must_use]
+    pub const fn union(self, other: Self) -> Self {
+        Self(self.0 | other.0)
     }
 }
 
 impl BitOr for AccessFlags {
     type Output = Self;
     fn bitor(self, rhs: Self) -> Self {
-        Self(self.0 | rhs.0)
+        self.union(rhs)
     }
 }
 
@@ -49,8 +60,9 @@ impl BitOrAssign for AccessFlags {
     }
 }
 
-/// Where a peer may write: address, length and rkey of a remote region (or
-/// a part of one), as exchanged out of band.
+/// Memory on a peer: address, length and rkey of a remote region (or a part
+/// of one), as exchanged out of band; the target of RDMA WRITE, READ and
+/// atomics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RemoteMemory {
     /// Virtual address on the peer.
@@ -73,8 +85,14 @@ impl RemoteMemory {
                 range.start, range.end, self.len
             )));
         }
+        let addr = self.addr.checked_add(range.start).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "remote address {:#x} + {} overflows",
+                self.addr, range.start
+            ))
+        })?;
         Ok(Self {
-            addr: self.addr + range.start,
+            addr,
             len: range.end - range.start,
             rkey: self.rkey,
         })
@@ -88,34 +106,68 @@ impl RemoteMemory {
 /// Keeps its [`ProtectionDomain`] (and so the device) alive.
 ///
 /// # Memory shared with the device
-/// With [`AccessFlags::REMOTE_WRITE`] a peer can change the bytes at any
-/// time, outside Rust's view. Read them through [`MemoryRegion::as_slice`]
-/// only once the peer has said (out of band, or by the flag protocol of a
-/// test) that its writes are complete, and use
-/// [`MemoryRegion::read_volatile`] to poll a byte a peer is about to write.
+/// The bytes change outside Rust's view: a receive, an RDMA READ or an
+/// atomic posted from this region makes the device write it when the work
+/// executes, and with [`AccessFlags::REMOTE_WRITE`] or
+/// [`AccessFlags::REMOTE_ATOMIC`] a peer can write it at any time. So no
+/// method hands out a reference (`&[u8]`, `&mut [u8]`) to the bytes, which
+/// would promise Rust that they do not change, or that only the holder
+/// changes them. Every access goes through `&self` instead, as atomic
+/// operations on the aligned 8-byte words that hold the bytes, through raw
+/// pointers:
+///
+/// - [`read_volatile`](Self::read_volatile) /
+///   [`write_volatile`](Self::write_volatile): one byte, relaxed;
+///   [`load_acquire`](Self::load_acquire) /
+///   [`store_release`](Self::store_release): one byte, ordered (the flag of
+///   a ping-pong: data read after an acquire load of the flag is not read
+///   before it, also on weakly ordered CPUs such as aarch64);
+/// - [`fill`](Self::fill), [`write_bytes`](Self::write_bytes),
+///   [`read_into`](Self::read_into): ranges, copied word by word;
+/// - [`read_u64`](Self::read_u64) / [`write_u64`](Self::write_u64): one
+///   aligned word, one atomic access (the target of RDMA atomics).
+///
+/// One access size is used throughout, because racing atomic accesses of
+/// different sizes are undefined in Rust's memory model: a byte store is a
+/// compare-and-swap on its word, so a concurrent write of a neighbouring
+/// byte, by another thread or by the device, is not lost. Concurrent Rust
+/// threads therefore cannot race on the bytes, and the region can be
+/// shared (`Arc`) between a [`crate::BoundQueuePair`] that posts from it
+/// and code that fills or checks it.
+///
+/// What a value read *means* is the protocol's business: a copy taken
+/// while the device or a peer is writing may hold a mix of old and new
+/// words. Read a received payload after its completion has been polled,
+/// the peer's writes after it has said (out of band) that they are done,
+/// or the data of a flag protocol after an acquire load has seen the flag.
 pub struct MemoryRegion {
-    // Drop order: `Drop` deregisters `mr`, then frees `buf`; `pd` (a field)
-    // drops last, so the domain outlives the registration.
+    // Drop order: `Drop` deregisters `mr`, then frees the buffer; `pd` (a
+    // field) drops last, so the domain outlives the registration.
     mr: NonNull<ffi::ibv_mr>,
-    buf: NonNull<u8>,
+    bytes: SharedBytes,
     layout: Layout,
-    len: usize,
     access: AccessFlags,
     pd: ProtectionDomain,
 }
 
-// SAFETY: the region owns its buffer and registration; libibverbs allows
-// `ibv_dereg_mr` from any thread. Access to the bytes goes through `&self`
-// (reads) and `&mut self` (writes) like any owned buffer.
+// SAFETY: the region owns its buffer and its registration, neither tied to
+// the thread that made them: libibverbs allows `ibv_dereg_mr` from any
+// thread, and the buffer is ordinary heap memory freed with the layout it
+// was allocated with.
 unsafe impl Send for MemoryRegion {}
-// SAFETY: shared references only read the buffer or the keys.
+// SAFETY: every `&self` method either reads fields fixed at registration
+// (length, access, and `lkey`/`rkey` of the `ibv_mr`, which libibverbs
+// never changes afterwards) or accesses the buffer through `SharedBytes`,
+// whose accesses are all `u64` atomics (no reference into the buffer is
+// ever created), so concurrent calls from several threads cannot
+// data-race.
 unsafe impl Sync for MemoryRegion {}
 
 impl fmt::Debug for MemoryRegion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryRegion")
             .field("addr", &format_args!("{:#x}", self.addr()))
-            .field("len", &self.len)
+            .field("len", &self.len())
             .field("lkey", &format_args!("{:#x}", self.lkey()))
             .field("rkey", &format_args!("{:#x}", self.rkey()))
             .field("access", &self.access)
@@ -129,31 +181,58 @@ fn page_size() -> usize {
     usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
 }
 
+/// Refuses access combinations the verbs specification forbids (providers
+/// answer `EINVAL`): remote writes and remote atomics need local write.
+fn check_access(access: AccessFlags) -> Result<()> {
+    if access.contains(AccessFlags::LOCAL_WRITE) {
+        return Ok(());
+    }
+    for (flag, name) in [
+        (AccessFlags::REMOTE_WRITE, "REMOTE_WRITE"),
+        (AccessFlags::REMOTE_ATOMIC, "REMOTE_ATOMIC"),
+    ] {
+        if access.contains(flag) {
+            return Err(Error::InvalidArgument(format!(
+                "{name} access requires LOCAL_WRITE"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The layout of a region's buffer: `len` rounded up to whole pages (with
+/// checked arithmetic), page-aligned. `page` is a power of two ≥ 8 on
+/// every system, so the size is a whole number of 8-byte words.
+fn buffer_layout(len: usize, page: usize) -> Result<Layout> {
+    if len == 0 {
+        return Err(Error::InvalidArgument(
+            "memory region length must be at least 1 byte".into(),
+        ));
+    }
+    let page = page.max(WORD);
+    let size = len.checked_next_multiple_of(page).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "memory region of {len} bytes is too large: rounding it up to whole \
+             {page}-byte pages overflows"
+        ))
+    })?;
+    Layout::from_size_align(size, page).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "memory region of {len} bytes is too large (or page size {page} is not a power of two)"
+        ))
+    })
+}
+
 impl MemoryRegion {
     pub(crate) fn allocate(pd: ProtectionDomain, len: usize, access: AccessFlags) -> Result<Self> {
-        if len == 0 {
-            return Err(Error::InvalidArgument(
-                "memory region length must be at least 1 byte".into(),
-            ));
-        }
-        if access.contains(AccessFlags::REMOTE_WRITE) && !access.contains(AccessFlags::LOCAL_WRITE)
-        {
-            // The verbs spec requires it and providers answer EINVAL.
-            return Err(Error::InvalidArgument(
-                "REMOTE_WRITE access requires LOCAL_WRITE".into(),
-            ));
-        }
-        let page = page_size();
-        let size = len.div_ceil(page) * page;
-        let layout = Layout::from_size_align(size, page).map_err(|_| {
-            Error::InvalidArgument(format!("memory region of {len} bytes is too large"))
-        })?;
-        // SAFETY: `layout` has a non-zero size.
+        check_access(access)?;
+        let layout = buffer_layout(len, page_size())?;
+        // SAFETY: `buffer_layout` never returns a zero size (`len ≥ 1`).
         let buf = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }).ok_or_else(|| {
             Error::InvalidArgument(format!("cannot allocate {len} bytes for a memory region"))
         })?;
-        // SAFETY: valid PD; `buf` points to `size` ≥ `len` bytes we own and
-        // keep alive until after `ibv_dereg_mr` in `Drop`.
+        // SAFETY: valid PD; `buf` points to `layout.size()` ≥ `len` bytes we
+        // own and keep alive until after `ibv_dereg_mr` in `Drop`.
         let mr = unsafe {
             ffi::ibv_reg_mr(
                 pd.as_raw(),
@@ -165,9 +244,14 @@ impl MemoryRegion {
         match check_ptr("ibv_reg_mr", mr) {
             Ok(mr) => Ok(Self {
                 mr,
-                buf,
+                // SAFETY: `buf` is aligned to the page size (≥ 8) and valid
+                // for reads and writes of `layout.size()` bytes, a multiple
+                // of the page size and so ≥ `len.div_ceil(8) * 8`, until
+                // `Drop` frees it after the `SharedBytes` is last used. This
+                // type never creates a reference into the buffer nor accesses
+                // it other than through the `SharedBytes`.
+                bytes: unsafe { SharedBytes::new(buf, len) },
                 layout,
-                len,
                 access,
                 pd,
             }),
@@ -181,7 +265,7 @@ impl MemoryRegion {
 
     /// Length in bytes (as registered).
     pub fn len(&self) -> usize {
-        self.len
+        self.bytes.len()
     }
 
     /// Always false: regions have at least one byte.
@@ -191,12 +275,13 @@ impl MemoryRegion {
 
     /// Start address, as the device sees it.
     pub fn addr(&self) -> u64 {
-        self.buf.as_ptr() as u64
+        self.bytes.base().as_ptr() as u64
     }
 
     /// Local key, for work requests that read or write this region.
     pub fn lkey(&self) -> u32 {
-        // SAFETY: `mr` is a valid registration until `Drop`.
+        // SAFETY: `mr` is a valid registration until `Drop`; libibverbs
+        // writes `lkey` at registration only.
         unsafe { self.mr.as_ref().lkey }
     }
 
@@ -216,57 +301,103 @@ impl MemoryRegion {
         &self.pd
     }
 
-    /// What a peer needs to write into this region.
+    /// What a peer needs to write into (or read, or run atomics on) this
+    /// region.
     pub fn remote(&self) -> RemoteMemory {
         RemoteMemory {
             addr: self.addr(),
-            len: self.len as u64,
+            len: self.len() as u64,
             rkey: self.rkey(),
         }
     }
 
-    /// The bytes. See the type's note on memory shared with the device.
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: `buf` holds `len` initialised (zeroed) bytes owned by us.
-        unsafe { std::slice::from_raw_parts(self.buf.as_ptr(), self.len) }
-    }
-
-    /// The bytes, for filling before a send.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as for `as_slice`, and `&mut self` excludes other Rust
-        // access.
-        unsafe { std::slice::from_raw_parts_mut(self.buf.as_ptr(), self.len) }
-    }
-
-    /// Reads one byte with a volatile load, for polling a byte a peer
-    /// RDMA-writes (the compiler may not cache it).
+    /// Loads byte `offset` (a relaxed atomic load, which the compiler may
+    /// not cache: for polling a byte a peer RDMA-writes). The name is
+    /// historical; see the type's note on memory shared with the device.
     ///
     /// # Panics
     /// When `offset >= len`.
     #[inline]
     pub fn read_volatile(&self, offset: usize) -> u8 {
-        assert!(
-            offset < self.len,
-            "offset {offset} beyond region of {} bytes",
-            self.len
-        );
-        // SAFETY: in bounds (checked above) of a live allocation we own.
-        unsafe { std::ptr::read_volatile(self.buf.as_ptr().add(offset)) }
+        self.bytes.load(offset, Ordering::Relaxed)
     }
 
-    /// Writes one byte with a volatile store.
+    /// Loads byte `offset` with acquire ordering: for the polled flag of a
+    /// ping-pong, so that data read after the flag is seen is not read
+    /// before it (which weakly ordered CPUs such as aarch64 may do for a
+    /// relaxed load).
     ///
     /// # Panics
     /// When `offset >= len`.
     #[inline]
-    pub fn write_volatile(&mut self, offset: usize, value: u8) {
-        assert!(
-            offset < self.len,
-            "offset {offset} beyond region of {} bytes",
-            self.len
-        );
-        // SAFETY: in bounds of a live allocation we own; `&mut self`.
-        unsafe { std::ptr::write_volatile(self.buf.as_ptr().add(offset), value) }
+    pub fn load_acquire(&self, offset: usize) -> u8 {
+        self.bytes.load(offset, Ordering::Acquire)
+    }
+
+    /// Stores byte `offset` (relaxed; a compare-and-swap on the byte's
+    /// 8-byte word, so concurrent writes of its neighbours are kept).
+    ///
+    /// # Panics
+    /// When `offset >= len`.
+    #[inline]
+    pub fn write_volatile(&self, offset: usize, value: u8) {
+        self.bytes.store(offset, value, Ordering::Relaxed);
+    }
+
+    /// Stores byte `offset` with release ordering: earlier stores to the
+    /// region are visible to a thread that sees this one with
+    /// [`load_acquire`](Self::load_acquire).
+    ///
+    /// # Panics
+    /// When `offset >= len`.
+    #[inline]
+    pub fn store_release(&self, offset: usize, value: u8) {
+        self.bytes.store(offset, value, Ordering::Release);
+    }
+
+    /// Sets every byte of `range` to `byte`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `range` is not inside the region
+    /// (nothing is written then).
+    pub fn fill(&self, range: Range<usize>, byte: u8) -> Result<()> {
+        self.bytes.fill(range, byte)
+    }
+
+    /// Copies `src` into the region at `offset`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `offset..offset + src.len()` is not
+    /// inside the region (nothing is written then).
+    pub fn write_bytes(&self, offset: usize, src: &[u8]) -> Result<()> {
+        self.bytes.write_bytes(offset, src)
+    }
+
+    /// Copies the region's bytes at `offset` into `dst`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `offset..offset + dst.len()` is not
+    /// inside the region.
+    pub fn read_into(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.bytes.read_into(offset, dst)
+    }
+
+    /// The native-endian `u64` at `offset`, read with one atomic load: the
+    /// target or the result of an RDMA atomic.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `offset` is not a multiple of 8 or
+    /// the word does not fit in the region.
+    pub fn read_u64(&self, offset: usize) -> Result<u64> {
+        self.bytes.read_u64(offset)
+    }
+
+    /// Stores a native-endian `u64` at `offset` with one atomic store.
+    ///
+    /// # Errors
+    /// As [`read_u64`](Self::read_u64).
+    pub fn write_u64(&self, offset: usize, value: u64) -> Result<()> {
+        self.bytes.write_u64(offset, value)
     }
 
     /// A scatter/gather entry for `range` of this region, bounds-checked.
@@ -275,10 +406,12 @@ impl MemoryRegion {
     /// [`Error::InvalidArgument`] when `range` is outside the region or
     /// longer than 4 GiB − 1.
     pub fn sge(&self, range: Range<usize>) -> Result<LocalSge> {
-        if range.start > range.end || range.end > self.len {
+        if range.start > range.end || range.end > self.len() {
             return Err(Error::InvalidArgument(format!(
                 "local range {}..{} outside memory region of {} bytes",
-                range.start, range.end, self.len
+                range.start,
+                range.end,
+                self.len()
             )));
         }
         let length = u32::try_from(range.end - range.start).map_err(|_| {
@@ -306,8 +439,10 @@ impl Drop for MemoryRegion {
         let rc = unsafe { ffi::ibv_dereg_mr(self.mr.as_ptr()) };
         if rc == 0 {
             // SAFETY: allocated in `allocate` with `self.layout`; no longer
-            // registered, so the device cannot access it.
-            unsafe { std::alloc::dealloc(self.buf.as_ptr(), self.layout) };
+            // registered, so the device cannot access it; `&mut self` means
+            // no `SharedBytes` access is in progress, and none follows (the
+            // field is never used again).
+            unsafe { std::alloc::dealloc(self.bytes.base().as_ptr(), self.layout) };
         } else {
             // Leak the buffer rather than free memory the device may still
             // write into.
@@ -318,8 +453,9 @@ impl Drop for MemoryRegion {
 
 /// A local scatter/gather entry: a bounds-checked range of a
 /// [`MemoryRegion`] with its lkey. Plain data; posting it is the unsafe
-/// step (see [`crate::QueuePair::post_send`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// step (see [`crate::QueuePair::post_send`]). The default is all zero (an
+/// empty entry naming no memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LocalSge {
     /// Start address.
     pub addr: u64,
@@ -336,5 +472,70 @@ impl LocalSge {
             length: self.length,
             lkey: self.lkey,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_write_and_remote_atomic_need_local_write() {
+        let a = AccessFlags::REMOTE_ATOMIC;
+        let e = check_access(a).unwrap_err().to_string();
+        assert!(
+            e.contains("REMOTE_ATOMIC access requires LOCAL_WRITE"),
+            "{e}"
+        );
+        let e = check_access(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ).unwrap_err();
+        assert!(e.to_string().contains("REMOTE_WRITE"), "{e}");
+        check_access(AccessFlags::LOCAL_WRITE | a | AccessFlags::REMOTE_WRITE).unwrap();
+        check_access(AccessFlags::REMOTE_READ).unwrap();
+        check_access(AccessFlags::NONE).unwrap();
+    }
+
+    #[test]
+    fn buffer_length_rounds_up_to_whole_pages() {
+        let l = buffer_layout(1, 4096).unwrap();
+        assert_eq!((l.size(), l.align()), (4096, 4096));
+        assert_eq!(buffer_layout(4096, 4096).unwrap().size(), 4096);
+        assert_eq!(buffer_layout(4097, 4096).unwrap().size(), 8192);
+        assert_eq!(buffer_layout(3, 65536).unwrap().size(), 65536);
+        // A page below the word size still gives whole words.
+        assert_eq!(buffer_layout(9, 1).unwrap().size(), 16);
+    }
+
+    #[test]
+    fn buffer_length_overflow_is_refused_not_wrapped() {
+        for len in [usize::MAX, usize::MAX - 4094, usize::MAX / 2 + 2] {
+            let e = buffer_layout(len, 4096).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+            assert!(e.to_string().contains("too large"), "{len}: {e}");
+        }
+        let e = buffer_layout(0, 4096).unwrap_err().to_string();
+        assert!(e.contains("at least 1 byte"), "{e}");
+        let e = buffer_layout(10, 3000).unwrap_err().to_string();
+        assert!(e.contains("power of two"), "{e}");
+    }
+
+    #[test]
+    fn remote_slices_are_bounds_checked() {
+        let r = RemoteMemory {
+            addr: 0x1000,
+            len: 64,
+            rkey: 7,
+        };
+        assert_eq!(
+            r.slice(8..16).unwrap(),
+            RemoteMemory {
+                addr: 0x1008,
+                len: 8,
+                rkey: 7
+            }
+        );
+        assert!(r.slice(60..65).is_err());
+        #[allow(clippy::reversed_empty_ranges)]
+        let reversed = r.slice(9..8);
+        assert!(reversed.is_err());
     }
 }

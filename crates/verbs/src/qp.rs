@@ -1,5 +1,5 @@
 //! Reliable-connected queue pairs: creation, connection (INIT → RTR → RTS)
-//! and posting RDMA WRITE work requests.
+//! and posting work requests.
 
 use std::fmt;
 use std::ptr::NonNull;
@@ -9,8 +9,9 @@ use rdma_sys as ffi;
 use crate::context::{Gid, Mtu};
 use crate::cq::CompletionQueue;
 use crate::error::{Error, Result, check_ptr, errno_of};
-use crate::mr::{AccessFlags, LocalSge, RemoteMemory};
+use crate::mr::{AccessFlags, LocalSge};
 use crate::pd::ProtectionDomain;
+use crate::wr::{RecvBatch, SendBatch, SendWr, zeroed_send_wr};
 
 /// Queue sizes and limits of a queue pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,8 +104,18 @@ pub struct ConnectOptions {
     pub traffic_class: u8,
     /// Service level.
     pub service_level: u8,
-    /// What the peer may do to our memory through this QP.
+    /// What the peer may do to our memory through this QP (add
+    /// [`AccessFlags::REMOTE_ATOMIC`] to be the target of atomics).
     pub access: AccessFlags,
+    /// RDMA READs and atomics this QP may have outstanding as initiator
+    /// (`max_rd_atomic`, set at RTS; perftest's `-o/--outs`). At least 1,
+    /// at most the device's `max_qp_init_rd_atom`.
+    pub max_rd_atomic: u8,
+    /// RDMA READs and atomics the peer may have outstanding against this
+    /// QP (`max_dest_rd_atomic`, set at RTR). At least 1, at most the
+    /// device's `max_qp_rd_atom`; should be at least the peer's
+    /// `max_rd_atomic`.
+    pub max_dest_rd_atomic: u8,
 }
 
 impl Default for ConnectOptions {
@@ -122,6 +133,8 @@ impl Default for ConnectOptions {
             traffic_class: 0,
             service_level: 0,
             access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
+            max_rd_atomic: 1,
+            max_dest_rd_atomic: 1,
         }
     }
 }
@@ -167,180 +180,6 @@ const PSN_MASK: u32 = 0x00ff_ffff;
 
 /// Attempts at the RTR transition when address resolution times out.
 const RTR_ATTEMPTS: u32 = 4;
-
-/// An RDMA WRITE work request: plain data, safe to build.
-///
-/// Posting it ([`QueuePair::post_send`]) is the unsafe step: that is where
-/// the device starts reading the local memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RdmaWrite {
-    /// Returned in the completion.
-    pub wr_id: u64,
-    /// Local source bytes.
-    pub local: LocalSge,
-    /// Remote destination address.
-    pub remote_addr: u64,
-    /// Remote key.
-    pub rkey: u32,
-    /// Ask for a completion (`IBV_SEND_SIGNALED`).
-    pub signaled: bool,
-    /// Copy the payload into the work request (`IBV_SEND_INLINE`).
-    pub inline: bool,
-    /// Immediate data (host order), making it RDMA WRITE with immediate,
-    /// which consumes a receive on the peer.
-    pub imm: Option<u32>,
-}
-
-impl RdmaWrite {
-    /// A signaled, non-inline write of `local` to the start of `remote`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when `local` is longer than `remote`.
-    pub fn new(wr_id: u64, local: LocalSge, remote: RemoteMemory) -> Result<Self> {
-        if u64::from(local.length) > remote.len {
-            return Err(Error::InvalidArgument(format!(
-                "write of {} bytes does not fit the remote range of {} bytes",
-                local.length, remote.len
-            )));
-        }
-        Ok(Self {
-            wr_id,
-            local,
-            remote_addr: remote.addr,
-            rkey: remote.rkey,
-            signaled: true,
-            inline: false,
-            imm: None,
-        })
-    }
-
-    /// Sets whether a completion is generated.
-    #[must_use]
-    pub fn signaled(mut self, signaled: bool) -> Self {
-        self.signaled = signaled;
-        self
-    }
-
-    /// Sets whether the payload is sent inline.
-    #[must_use]
-    pub fn inline(mut self, inline: bool) -> Self {
-        self.inline = inline;
-        self
-    }
-
-    /// Adds immediate data.
-    #[must_use]
-    pub fn with_imm(mut self, imm: u32) -> Self {
-        self.imm = Some(imm);
-        self
-    }
-
-    /// Fills `wr` (whose `sg_list` the caller points at `sge`).
-    fn fill(&self, wr: &mut ffi::ibv_send_wr, sge: &mut ffi::ibv_sge) {
-        *sge = self.local.to_raw();
-        wr.wr_id = self.wr_id;
-        wr.next = std::ptr::null_mut();
-        wr.num_sge = i32::from(self.local.length > 0);
-        wr.opcode = if self.imm.is_some() {
-            ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM
-        } else {
-            ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE
-        };
-        let mut flags = 0;
-        if self.signaled {
-            flags |= ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
-        }
-        if self.inline {
-            flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0;
-        }
-        wr.send_flags = flags;
-        wr.imm_data_invalidated_rkey_union.imm_data = self.imm.unwrap_or(0).to_be();
-        wr.wr.rdma = ffi::rdma_t {
-            remote_addr: self.remote_addr,
-            rkey: self.rkey,
-        };
-    }
-}
-
-/// A reusable list of RDMA WRITE work requests posted with one
-/// `ibv_post_send` (perftest's `--post_list`). Its storage is allocated once
-/// at construction; pushing and posting allocate nothing.
-pub struct WriteBatch {
-    wrs: Vec<ffi::ibv_send_wr>,
-    sges: Vec<ffi::ibv_sge>,
-    capacity: usize,
-    max_length: u32,
-    any_inline: bool,
-}
-
-impl fmt::Debug for WriteBatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WriteBatch")
-            .field("len", &self.wrs.len())
-            .field("capacity", &self.capacity)
-            .finish()
-    }
-}
-
-/// Returned by [`WriteBatch::push`] when the batch is full.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("write batch is full ({capacity} work requests)")]
-pub struct BatchFull {
-    /// The batch's capacity.
-    pub capacity: usize,
-}
-
-impl WriteBatch {
-    /// An empty batch with room for `capacity` work requests.
-    pub fn with_capacity(capacity: usize) -> Self {
-        Self {
-            wrs: Vec::with_capacity(capacity),
-            sges: Vec::with_capacity(capacity),
-            capacity,
-            max_length: 0,
-            any_inline: false,
-        }
-    }
-
-    /// Appends a work request.
-    ///
-    /// # Errors
-    /// [`BatchFull`] when the batch already holds `capacity` requests.
-    pub fn push(&mut self, write: &RdmaWrite) -> Result<(), BatchFull> {
-        if self.wrs.len() == self.capacity {
-            return Err(BatchFull {
-                capacity: self.capacity,
-            });
-        }
-        // SAFETY: `ibv_send_wr`/`ibv_sge` are plain old data; all-zero is
-        // valid (null pointers, zero integers).
-        let (mut wr, mut sge) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
-        write.fill(&mut wr, &mut sge);
-        self.wrs.push(wr);
-        self.sges.push(sge);
-        self.max_length = self.max_length.max(write.local.length);
-        self.any_inline |= write.inline;
-        Ok(())
-    }
-
-    /// Removes every work request, keeping the storage.
-    pub fn clear(&mut self) {
-        self.wrs.clear();
-        self.sges.clear();
-        self.max_length = 0;
-        self.any_inline = false;
-    }
-
-    /// Number of work requests in the batch.
-    pub fn len(&self) -> usize {
-        self.wrs.len()
-    }
-
-    /// Whether the batch is empty.
-    pub fn is_empty(&self) -> bool {
-        self.wrs.is_empty()
-    }
-}
 
 /// A reliable-connected queue pair.
 ///
@@ -531,8 +370,9 @@ impl QueuePair {
     }
 
     /// Checks the options against the device and the peer before touching
-    /// the QP: rxe forgives a path MTU above the active MTU and a zero hop
-    /// limit, real NICs do not, so both are refused here.
+    /// the QP: rxe forgives a path MTU above the active MTU, a zero hop
+    /// limit and zero outstanding reads/atomics, real NICs do not, so they
+    /// are refused here.
     fn validate(&self, opts: &ConnectOptions, remote: &Endpoint) -> Result<bool> {
         let ctx = self.pd.context();
         let port = ctx.query_port(opts.port)?;
@@ -578,6 +418,8 @@ impl QueuePair {
         if let Some((_, msg)) = checks.iter().find(|(ok, _)| !ok) {
             return Err(Error::InvalidArgument((*msg).into()));
         }
+        let dev = ctx.query_device()?;
+        check_rd_atomic(opts, &dev, ctx.name())?;
         Ok(global)
     }
 
@@ -586,7 +428,9 @@ impl QueuePair {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for options the hardware would refuse
-    /// (MTU above the active MTU, missing GID on RoCE, out-of-range timers);
+    /// (MTU above the active MTU, missing GID on RoCE, out-of-range timers,
+    /// `max_rd_atomic`/`max_dest_rd_atomic` of 0 or above the device's
+    /// limits), with the QP untouched;
     /// [`Error::NoSuchPort`]/[`Error::NoSuchGid`]; [`Error::ModifyQp`]
     /// naming the state that could not be reached.
     #[doc(alias = "ibv_modify_qp")]
@@ -609,7 +453,7 @@ impl QueuePair {
         attr.path_mtu = opts.mtu.to_raw();
         attr.dest_qp_num = remote.qpn;
         attr.rq_psn = remote.psn & PSN_MASK;
-        attr.max_dest_rd_atomic = 1;
+        attr.max_dest_rd_atomic = opts.max_dest_rd_atomic;
         attr.min_rnr_timer = opts.min_rnr_timer;
         attr.ah_attr.dlid = remote.lid;
         attr.ah_attr.sl = opts.service_level;
@@ -651,7 +495,7 @@ impl QueuePair {
         attr.retry_cnt = opts.retry_cnt;
         attr.rnr_retry = opts.rnr_retry;
         attr.sq_psn = opts.psn & PSN_MASK;
-        attr.max_rd_atomic = 1;
+        attr.max_rd_atomic = opts.max_rd_atomic;
         let mask = m::IBV_QP_STATE
             | m::IBV_QP_TIMEOUT
             | m::IBV_QP_RETRY_CNT
@@ -669,34 +513,52 @@ impl QueuePair {
         Ok(())
     }
 
-    /// Posts one RDMA WRITE.
+    /// Posts one send work request (RDMA WRITE, READ, SEND or an atomic).
     ///
     /// # Safety
-    /// Unless the write is inline, the local bytes it names must stay
-    /// allocated and registered (its [`crate::MemoryRegion`] alive) and must
-    /// not be written until a completion for it, or for a later signaled
-    /// request on this QP, has been polled. The remote side is the peer's
-    /// business: a bad rkey or range ends in an error completion, not in
-    /// local memory unsafety.
+    /// The memory `wr.local` names must stay allocated and registered (its
+    /// [`crate::MemoryRegion`] alive) until the request's completion, or
+    /// that of a later signaled request on this QP, has been polled, or
+    /// the QP has been destroyed:
+    /// - WRITE and SEND (unless inline, when the payload is copied at post
+    ///   time and the memory is free at once): the device *reads* it, so
+    ///   bytes changed meanwhile may go out old or new.
+    /// - READ and the atomics: the device *writes* it (`local.length`
+    ///   bytes; 8 for an atomic). It must be registered with
+    ///   [`crate::AccessFlags::LOCAL_WRITE`] (else the completion reports
+    ///   a local protection error), and until the completion Rust code may
+    ///   access it only in ways that tolerate a concurrent foreign write:
+    ///   no reference to it may exist and no non-atomic access may happen.
+    ///   A `MemoryRegion`'s own accessors always satisfy this.
+    ///
+    /// The remote side is the peer's business: a bad rkey, range or right
+    /// ends in an error completion, not in local memory unsafety.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an inline payload above the QP's
-    /// inline limit; [`Error::Post`] when `ibv_post_send` refuses (e.g.
-    /// `ENOMEM` when the send queue is full).
+    /// [`Error::InvalidArgument`], with nothing posted, for an inline
+    /// payload above the QP's inline limit, an inline READ or atomic, or an
+    /// atomic whose local entry is not 8 bytes or whose remote address is
+    /// not 8-byte aligned; [`Error::Post`] when `ibv_post_send` refuses
+    /// (e.g. `ENOMEM` when the send queue is full).
     #[inline]
     #[doc(alias = "ibv_post_send")]
-    pub unsafe fn post_send(&self, write: &RdmaWrite) -> Result<()> {
-        self.check_inline(write.inline, write.local.length)?;
-        // SAFETY: plain old data; all-zero is valid.
-        let (mut wr, mut sge): (ffi::ibv_send_wr, ffi::ibv_sge) =
-            unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
-        write.fill(&mut wr, &mut sge);
-        wr.sg_list = &mut sge;
+    pub unsafe fn post_send(&self, wr: &SendWr) -> Result<()> {
+        if let Some(why) = wr.refusal() {
+            return Err(refused(why));
+        }
+        self.check_inline(wr.inline, wr.local.length)?;
+        let mut raw = zeroed_send_wr();
+        let mut sge = LocalSge::default().to_raw();
+        wr.fill(&mut raw, &mut sge);
+        raw.sg_list = &mut sge;
         let mut bad = std::ptr::null_mut();
-        // SAFETY: valid QP; `wr` and `sge` live across the call (the
-        // provider copies them into the send queue before returning); the
-        // caller upholds the contract on the memory `sge` names.
-        let rc = unsafe { ffi::ibv_post_send(self.as_raw(), &mut wr, &mut bad) };
+        // SAFETY: valid QP (alive while `self` is); `raw` is one fully
+        // initialised request (`next` null, `sg_list` pointing at `sge`,
+        // `num_sge` 0 or 1), and both live across the call, which copies
+        // them into the send queue before returning. The request passed the
+        // checks above, so the device writes at most `wr.local` (8 bytes
+        // for an atomic); the caller upholds the contract on that memory.
+        let rc = unsafe { ffi::ibv_post_send(self.as_raw(), &mut raw, &mut bad) };
         if rc != 0 {
             return Err(self.post_failed("ibv_post_send", rc));
         }
@@ -709,35 +571,49 @@ impl QueuePair {
     /// As for [`QueuePair::post_send`], for every request in the batch.
     ///
     /// # Errors
-    /// As for [`QueuePair::post_send`]. On `Err` some leading requests may
-    /// have been posted (libibverbs reports the first bad one); treat the
-    /// QP as unusable.
+    /// As for [`QueuePair::post_send`] (a refused request refuses the whole
+    /// batch, with nothing posted). On [`Error::Post`] some leading requests
+    /// may have been posted (libibverbs reports the first bad one); treat
+    /// the QP as unusable.
     #[inline]
-    pub unsafe fn post_batch(&self, batch: &mut WriteBatch) -> Result<()> {
+    pub unsafe fn post_batch(&self, batch: &mut SendBatch) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
-        if batch.any_inline {
-            self.check_inline(true, batch.max_length)?;
+        if let Some(why) = batch.refusal {
+            return Err(refused(why));
         }
+        self.check_inline(true, batch.max_inline)?;
         let n = batch.wrs.len();
+        // The batch's invariant: `sges` has one entry per request.
+        assert_eq!(n, batch.sges.len(), "send batch out of step");
         let sges = batch.sges.as_mut_ptr();
-        for (i, wr) in batch.wrs.iter_mut().enumerate() {
-            // SAFETY: `i < n == sges.len()`; both vectors are not resized
-            // while the pointers are in use.
-            wr.sg_list = unsafe { sges.add(i) };
-        }
         let wrs = batch.wrs.as_mut_ptr();
-        for i in 0..n - 1 {
-            // SAFETY: `i + 1 < n`; pointers into the live vector.
-            unsafe { (*wrs.add(i)).next = wrs.add(i + 1) };
+        for i in 0..n {
+            let next = if i + 1 < n {
+                wrs.wrapping_add(i + 1)
+            } else {
+                std::ptr::null_mut()
+            };
+            // SAFETY: `i < n`, the length of both vectors (asserted above),
+            // so `wrs.add(i)` and `sges.add(i)` are in bounds of their
+            // initialised elements; `wrs` and `sges` come from `as_mut_ptr`
+            // of distinct vectors borrowed mutably through `batch`, and no
+            // other access to them happens while these pointers are used.
+            unsafe {
+                let wr = &mut *wrs.add(i);
+                wr.sg_list = sges.add(i);
+                wr.next = next;
+            }
         }
-        // SAFETY: `n ≥ 1`.
-        unsafe { (*wrs.add(n - 1)).next = std::ptr::null_mut() };
         let mut bad = std::ptr::null_mut();
-        // SAFETY: valid QP; a well-formed, null-terminated list of `n`
-        // requests and their SGEs, alive across the call; the caller
-        // upholds the memory contract.
+        // SAFETY: valid QP; `wrs` heads a list of `n` requests, request `i`
+        // linked to `i + 1` and the last to null (the loop above), each
+        // pointing at its own initialised SGE; all live in `batch`, borrowed
+        // across the call, which copies them before returning. Every
+        // request passed the checks `post_send` makes (`refusal` and inline
+        // length, recorded at push), and the caller upholds the memory
+        // contract for each.
         let rc = unsafe { ffi::ibv_post_send(self.as_raw(), wrs, &mut bad) };
         if rc != 0 {
             return Err(self.post_failed("ibv_post_send", rc));
@@ -745,13 +621,18 @@ impl QueuePair {
         Ok(())
     }
 
-    /// Posts a receive, needed on the target of RDMA WRITE with immediate
-    /// (the immediate consumes one receive; `local` may be `None` for a
-    /// zero-length receive).
+    /// Posts a receive (`local` may be `None` for a zero-length receive,
+    /// e.g. the one RDMA WRITE with immediate consumes).
     ///
     /// # Safety
-    /// The memory `local` names must stay allocated and registered, and not
-    /// be accessed, until the receive's completion has been polled.
+    /// The device *writes* the memory `local` names when a message
+    /// arrives: it must be registered with
+    /// [`crate::AccessFlags::LOCAL_WRITE`] and stay allocated and
+    /// registered until the receive's completion has been polled (or the
+    /// QP destroyed), and until then Rust code may access it only in ways
+    /// that tolerate a concurrent foreign write (no reference to it, no
+    /// non-atomic access; a [`crate::MemoryRegion`]'s accessors always
+    /// qualify).
     ///
     /// # Errors
     /// [`Error::Post`] when `ibv_post_recv` refuses.
@@ -767,9 +648,55 @@ impl QueuePair {
             num_sge: i32::from(sge.is_some()),
         };
         let mut bad = std::ptr::null_mut();
-        // SAFETY: valid QP; `wr` and `sge` live across the call; the caller
-        // upholds the memory contract.
+        // SAFETY: valid QP; `wr` is one request (`next` null) whose
+        // `sg_list` is null with `num_sge` 0 or points at `sge` with 1;
+        // both live across the call, which copies them; the caller upholds
+        // the contract on the memory `sge` names.
         let rc = unsafe { ffi::ibv_post_recv(self.as_raw(), &mut wr, &mut bad) };
+        if rc != 0 {
+            return Err(self.post_failed("ibv_post_recv", rc));
+        }
+        Ok(())
+    }
+
+    /// Posts every receive of `batch` with one `ibv_post_recv`.
+    ///
+    /// # Safety
+    /// As for [`QueuePair::post_recv`], for every receive in the batch.
+    ///
+    /// # Errors
+    /// [`Error::Post`] when `ibv_post_recv` refuses; some leading receives
+    /// may have been posted then.
+    #[doc(alias = "ibv_post_recv")]
+    pub unsafe fn post_recv_batch(&self, batch: &mut RecvBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let n = batch.wrs.len();
+        // The batch's invariant: `sges` has one entry per receive.
+        assert_eq!(n, batch.sges.len(), "receive batch out of step");
+        let sges = batch.sges.as_mut_ptr();
+        let wrs = batch.wrs.as_mut_ptr();
+        for i in 0..n {
+            let next = if i + 1 < n {
+                wrs.wrapping_add(i + 1)
+            } else {
+                std::ptr::null_mut()
+            };
+            // SAFETY: as in `post_batch`: `i < n` = both lengths, distinct
+            // vectors borrowed mutably through `batch`.
+            unsafe {
+                let wr = &mut *wrs.add(i);
+                wr.sg_list = sges.add(i);
+                wr.next = next;
+            }
+        }
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: valid QP; a null-terminated list of `n` receives linked
+        // above, each pointing at its own initialised SGE (`num_sge` 0 for
+        // an empty one), alive in `batch` across the call, which copies
+        // them; the caller upholds the memory contract for each.
+        let rc = unsafe { ffi::ibv_post_recv(self.as_raw(), wrs, &mut bad) };
         if rc != 0 {
             return Err(self.post_failed("ibv_post_recv", rc));
         }
@@ -783,7 +710,8 @@ impl QueuePair {
     /// # Errors
     /// [`Error::Post`] when `ibv_post_recv` refuses.
     pub fn post_recv_empty(&self, wr_id: u64) -> Result<()> {
-        // SAFETY: no scatter/gather entry, so the device writes no memory.
+        // SAFETY: no scatter/gather entry, so the device writes no memory;
+        // the contract is about the memory a receive names.
         unsafe { self.post_recv(wr_id, None) }
     }
 
@@ -797,207 +725,115 @@ impl QueuePair {
     }
 }
 
+/// `max_rd_atomic` and `max_dest_rd_atomic` must be at least 1 (hardware
+/// refuses 0 on an RC QP that reads; rxe may not) and within the device's
+/// limits (a limit reported as 0 or less is taken as unknown).
+fn check_rd_atomic(
+    opts: &ConnectOptions,
+    dev: &crate::DeviceAttributes,
+    device: &str,
+) -> Result<()> {
+    for (value, name, limit, limit_name, role) in [
+        (
+            opts.max_rd_atomic,
+            "max_rd_atomic",
+            dev.max_qp_init_rd_atom,
+            "max_qp_init_rd_atom",
+            "outstanding RDMA READs/atomics this side initiates",
+        ),
+        (
+            opts.max_dest_rd_atomic,
+            "max_dest_rd_atomic",
+            dev.max_qp_rd_atom,
+            "max_qp_rd_atom",
+            "outstanding RDMA READs/atomics the peer may have against this side",
+        ),
+    ] {
+        if value == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{name} ({role}) must be at least 1"
+            )));
+        }
+        if limit > 0 && i32::from(value) > limit {
+            return Err(Error::InvalidArgument(format!(
+                "{name} {value} exceeds the {limit_name} of {limit} of {device}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cold]
 fn inline_too_long(length: u32, max: u32) -> Error {
     Error::InvalidArgument(format!(
-        "inline write of {length} bytes exceeds the queue pair's inline limit of {max} bytes"
+        "inline payload of {length} bytes exceeds the queue pair's inline limit of {max} bytes"
     ))
 }
 
-/// A queue pair bound to the memory region it sends from, which makes
-/// posting safe: every request is checked to lie inside that region (and
-/// carry its lkey) before it reaches the device, the region is held by an
-/// `Arc` so no `&mut` access can write it while the device reads, and the
-/// queue pair is destroyed (flushing its work) before the region can be
-/// released.
-pub struct BoundQueuePair {
-    // `qp` is declared first: fields drop in order, so the QP (and any
-    // outstanding work) goes before this handle on the region does.
-    qp: QueuePair,
-    source: std::sync::Arc<crate::MemoryRegion>,
-    lo: u64,
-    hi: u64,
-    lkey: u32,
-}
-
-impl fmt::Debug for BoundQueuePair {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BoundQueuePair")
-            .field("qp", &self.qp)
-            .field("source", &self.source)
-            .finish()
-    }
-}
-
-impl BoundQueuePair {
-    /// Binds `qp` to `source`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when the region belongs to another
-    /// protection domain than the queue pair.
-    pub fn new(qp: QueuePair, source: std::sync::Arc<crate::MemoryRegion>) -> Result<Self> {
-        if source.pd().as_raw() != qp.pd().as_raw() {
-            return Err(Error::InvalidArgument(
-                "the source memory region belongs to another protection domain".into(),
-            ));
-        }
-        Ok(Self {
-            lo: source.addr(),
-            hi: source.addr() + source.len() as u64,
-            lkey: source.lkey(),
-            qp,
-            source,
-        })
-    }
-
-    /// The queue pair.
-    pub fn qp(&self) -> &QueuePair {
-        &self.qp
-    }
-
-    /// The queue pair, mutably (to connect it).
-    pub fn qp_mut(&mut self) -> &mut QueuePair {
-        &mut self.qp
-    }
-
-    /// The region it sends from.
-    pub fn source(&self) -> &std::sync::Arc<crate::MemoryRegion> {
-        &self.source
-    }
-
-    /// The region's bytes, mutably, when this is its only owner (to fill
-    /// them between writes). Bytes changed while a write is in flight go
-    /// out changed: wait for the completion first. Only the bytes are
-    /// handed out, never the region itself, so it cannot be replaced
-    /// under the bounds the posts are checked against.
-    pub fn source_bytes_mut(&mut self) -> Option<&mut [u8]> {
-        std::sync::Arc::get_mut(&mut self.source).map(crate::MemoryRegion::as_mut_slice)
-    }
-
-    #[inline]
-    fn inside(&self, sge: &ffi::ibv_sge) -> bool {
-        sge_inside(sge, self.lkey, self.lo, self.hi)
-    }
-
-    /// Exclusive access to the region together with the right to post,
-    /// when this is the region's only owner: for protocols that write a
-    /// byte and post in a loop (latency ping-pong) without re-checking
-    /// ownership every time.
-    pub fn exclusive(&mut self) -> Option<ExclusivePoster<'_>> {
-        let (lo, hi, lkey) = (self.lo, self.hi, self.lkey);
-        let region = std::sync::Arc::get_mut(&mut self.source)?;
-        Some(ExclusivePoster {
-            qp: &self.qp,
-            region,
-            lo,
-            hi,
-            lkey,
-        })
-    }
-
-    /// Posts one RDMA WRITE from the bound region.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when the source range is not inside the
-    /// bound region; otherwise as [`QueuePair::post_send`].
-    #[inline]
-    pub fn post_send(&self, write: &RdmaWrite) -> Result<()> {
-        if !self.inside(&write.local.to_raw()) {
-            return Err(outside_region());
-        }
-        // SAFETY: the source range lies inside `self.source` (checked just
-        // above: address range and lkey), which `self` keeps alive and
-        // registered for as long as the QP exists (the QP is dropped
-        // first), and which nobody can write through Rust while shared in
-        // an `Arc`.
-        unsafe { self.qp.post_send(write) }
-    }
-
-    /// Posts a batch of RDMA WRITEs from the bound region.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when a source range is not inside the
-    /// bound region (nothing is posted then); otherwise as
-    /// [`QueuePair::post_batch`].
-    #[inline]
-    pub fn post_batch(&self, batch: &mut WriteBatch) -> Result<()> {
-        if !batch.sges.iter().all(|s| self.inside(s)) {
-            return Err(outside_region());
-        }
-        // SAFETY: as in `post_send`, for every request of the batch.
-        unsafe { self.qp.post_batch(batch) }
-    }
-}
-
-#[inline]
-fn sge_inside(sge: &ffi::ibv_sge, lkey: u32, lo: u64, hi: u64) -> bool {
-    sge.lkey == lkey
-        && sge.addr >= lo
-        && sge
-            .addr
-            .checked_add(u64::from(sge.length))
-            .is_some_and(|end| end <= hi)
-}
-
-/// A [`BoundQueuePair`]'s queue pair and its region, borrowed together:
-/// the region can be written and work posted from it, safely, for as long
-/// as the borrow lasts.
-#[derive(Debug)]
-pub struct ExclusivePoster<'a> {
-    qp: &'a QueuePair,
-    region: &'a mut crate::MemoryRegion,
-    lo: u64,
-    hi: u64,
-    lkey: u32,
-}
-
-impl ExclusivePoster<'_> {
-    /// The queue pair.
-    pub fn qp(&self) -> &QueuePair {
-        self.qp
-    }
-
-    /// The region.
-    pub fn region(&self) -> &crate::MemoryRegion {
-        self.region
-    }
-
-    /// Writes one byte of the region with a volatile store (the flag of a
-    /// ping-pong).
-    ///
-    /// # Panics
-    /// When `offset` is beyond the region.
-    #[inline]
-    pub fn write_volatile(&mut self, offset: usize, value: u8) {
-        self.region.write_volatile(offset, value);
-    }
-
-    /// The region's bytes, mutably (never the region itself, which must
-    /// not be replaced under the posts' bounds).
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        self.region.as_mut_slice()
-    }
-
-    /// Posts one RDMA WRITE from the region.
-    ///
-    /// # Errors
-    /// As [`BoundQueuePair::post_send`].
-    #[inline]
-    pub fn post_send(&self, write: &RdmaWrite) -> Result<()> {
-        if !sge_inside(&write.local.to_raw(), self.lkey, self.lo, self.hi) {
-            return Err(outside_region());
-        }
-        // SAFETY: the source range lies inside `self.region` (checked
-        // above), which the borrow keeps alive and registered; the QP it
-        // is posted on belongs to the same `BoundQueuePair`, which drops
-        // the QP before the region.
-        unsafe { self.qp.post_send(write) }
-    }
-}
-
 #[cold]
-fn outside_region() -> Error {
-    Error::InvalidArgument(
-        "work request source is outside the queue pair's bound memory region".into(),
-    )
+fn refused(why: &'static str) -> Error {
+    Error::InvalidArgument(why.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(init: i32, target: i32) -> crate::DeviceAttributes {
+        crate::DeviceAttributes {
+            fw_ver: String::new(),
+            node_guid: 0,
+            vendor_id: 0,
+            vendor_part_id: 0,
+            max_qp: 1,
+            max_qp_wr: 1,
+            max_sge: 1,
+            max_cq: 1,
+            max_cqe: 1,
+            max_mr: 1,
+            max_mr_size: 1,
+            max_pd: 1,
+            max_qp_rd_atom: target,
+            max_qp_init_rd_atom: init,
+            atomic_cap: crate::AtomicCap::Hca,
+            phys_port_cnt: 1,
+        }
+    }
+
+    fn refusal(opts: &ConnectOptions, dev: &crate::DeviceAttributes) -> String {
+        let e = check_rd_atomic(opts, dev, "mlx5_0").unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        e.to_string()
+    }
+
+    #[test]
+    fn outstanding_reads_default_to_one_and_must_be_within_the_device_limits() {
+        let dev = device(16, 8);
+        let mut opts = ConnectOptions::default();
+        assert_eq!((opts.max_rd_atomic, opts.max_dest_rd_atomic), (1, 1));
+        check_rd_atomic(&opts, &dev, "mlx5_0").unwrap();
+        opts.max_rd_atomic = 0;
+        let e = refusal(&opts, &dev);
+        assert!(
+            e.contains("max_rd_atomic") && e.contains("at least 1"),
+            "{e}"
+        );
+        opts.max_rd_atomic = 17;
+        let e = refusal(&opts, &dev);
+        assert!(
+            e.contains("max_rd_atomic 17") && e.contains("max_qp_init_rd_atom of 16"),
+            "{e}"
+        );
+        assert!(e.contains("mlx5_0"), "{e}");
+        opts.max_rd_atomic = 16;
+        opts.max_dest_rd_atomic = 0;
+        assert!(refusal(&opts, &dev).contains("max_dest_rd_atomic"));
+        opts.max_dest_rd_atomic = 9;
+        assert!(refusal(&opts, &dev).contains("max_qp_rd_atom of 8"));
+        opts.max_dest_rd_atomic = 8;
+        check_rd_atomic(&opts, &dev, "mlx5_0").unwrap();
+        // A limit the device does not report does not refuse anything.
+        opts.max_rd_atomic = 200;
+        check_rd_atomic(&opts, &device(0, 8), "rxe0").unwrap();
+    }
 }

@@ -1,0 +1,393 @@
+//! One side's RDMA resources for any test: device, PD, one memory region,
+//! a CQ per worker thread, the QPs, and how they connect to the peer's.
+//!
+//! The region holds, per QP, an **exposed** area (what the peer's
+//! operations address: the target of its writes, the source of its reads)
+//! and, when this side initiates, a **working** area (the source of our
+//! writes, the landing area of our reads). The peer learns only the
+//! exposed areas (address, length, rkey); the region grants the peer only
+//! the access the test needs ([`engine::spec::Access`]).
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::ops::Range;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use engine::spec::{Access, pattern_byte};
+use engine::wire::QpInfo;
+use verbs::{
+    AccessFlags, BoundQueuePair, CompletionQueue, ConnectOptions, Endpoint, Gid, MemoryRegion, Mtu,
+    QueuePairCaps,
+};
+
+use crate::UsageError;
+use crate::setup::Port;
+
+/// What a side creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Queue pairs.
+    pub qps: u32,
+    /// Worker threads (one CQ each).
+    pub threads: u32,
+    /// Send queue depth per QP.
+    pub tx_depth: u32,
+    /// Inline limit requested per QP.
+    pub inline_size: u32,
+    /// Bytes of each per-QP area.
+    pub area: u64,
+    /// Whether this side initiates operations (then it has a working area
+    /// per QP).
+    pub initiates: bool,
+    /// What the peer may do to our exposed areas.
+    pub access: Access,
+}
+
+impl Layout {
+    /// Bytes registered: an exposed area per QP, plus a working area per
+    /// QP when initiating.
+    pub fn memory(&self) -> u64 {
+        engine::config::memory_for(self.area, self.qps, self.initiates)
+    }
+
+    fn qps_of_thread(&self, t: u32) -> Range<u32> {
+        engine::config::share(self.qps, self.threads, t)
+    }
+}
+
+/// The verbs access flags of an [`Access`]; local write always (the
+/// device writes our landing and flag areas).
+pub fn access_flags(a: Access) -> AccessFlags {
+    let mut f = AccessFlags::LOCAL_WRITE;
+    if a.remote_write {
+        f |= AccessFlags::REMOTE_WRITE;
+    }
+    if a.remote_read {
+        f |= AccessFlags::REMOTE_READ;
+    }
+    if a.remote_atomic {
+        f |= AccessFlags::REMOTE_ATOMIC;
+    }
+    f
+}
+
+/// The remote access a QP grants (`qp_access_flags`): the same as the
+/// region's, without local write.
+fn qp_access(a: Access) -> AccessFlags {
+    let mut f = AccessFlags::NONE;
+    if a.remote_write {
+        f |= AccessFlags::REMOTE_WRITE;
+    }
+    if a.remote_read {
+        f |= AccessFlags::REMOTE_READ;
+    }
+    if a.remote_atomic {
+        f |= AccessFlags::REMOTE_ATOMIC;
+    }
+    f
+}
+
+/// Random 24-bit PSNs, as perftest draws them with `lrand48`.
+fn random_psns(n: usize) -> Vec<u32> {
+    let mut h = RandomState::new().build_hasher();
+    h.write_usize(n);
+    let mut x = h.finish() | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x & 0x00ff_ffff) as u32
+        })
+        .collect()
+}
+
+/// One side's resources.
+#[derive(Debug)]
+pub struct Side {
+    /// QPs, in order, each bound to the region.
+    pub qps: Vec<BoundQueuePair>,
+    cqs: Vec<CompletionQueue>,
+    region: Arc<MemoryRegion>,
+    psns: Vec<u32>,
+    layout: Layout,
+    /// The device's `max_qp_rd_atom`.
+    pub max_rd_atom: u32,
+    /// Device and port.
+    pub port: Port,
+}
+
+impl Side {
+    /// Registers memory and creates CQs and QPs for `layout`.
+    ///
+    /// # Errors
+    /// A usage error naming `-I/--inline-size` when the device refuses the
+    /// inline size, or `-t/--tx-depth` when the CQ would be too deep;
+    /// device errors otherwise.
+    pub fn create(port: Port, layout: &Layout) -> anyhow::Result<Self> {
+        let dev = port.ctx.query_device()?;
+        let pd = port.ctx.alloc_pd()?;
+        let bytes = layout.memory();
+        let len = usize::try_from(bytes).context("memory size")?;
+        let region = Arc::new(
+            pd.allocate(len, access_flags(layout.access))
+                .with_context(|| format!("registering {bytes} bytes on {}", port.ctx.name()))?,
+        );
+        let mut cqs = Vec::with_capacity(layout.threads as usize);
+        for t in 0..layout.threads {
+            let n = layout.qps_of_thread(t).len() as u64;
+            let depth = u64::from(layout.tx_depth) * n + 1;
+            if depth > dev.max_cqe as u64 {
+                return Err(UsageError(format!(
+                    "-t/--tx-depth: {n} QPs × tx depth {} on one thread needs a CQ of {depth} entries; \
+                     {} allows {} (use more --threads or a smaller -t)",
+                    layout.tx_depth,
+                    port.ctx.name(),
+                    dev.max_cqe
+                ))
+                .into());
+            }
+            cqs.push(port.ctx.create_cq(depth as u32)?);
+        }
+        let caps = QueuePairCaps {
+            max_send_wr: layout.tx_depth,
+            max_recv_wr: 1,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: layout.inline_size,
+        };
+        let mut qps = Vec::with_capacity(layout.qps as usize);
+        for t in 0..layout.threads {
+            let cq = &cqs[t as usize];
+            for _ in layout.qps_of_thread(t) {
+                let qp = pd.create_rc_qp(cq, cq, &caps).map_err(|e| match &e {
+                    verbs::Error::Verb {
+                        verb: "ibv_create_qp",
+                        source,
+                    } if source.raw_os_error() == Some(nix::libc::EINVAL)
+                        && layout.inline_size > 0 =>
+                    {
+                        anyhow::Error::new(UsageError(format!(
+                            "-I/--inline-size: {} refused a QP with {} bytes of inline data \
+                             (or tx depth {}): {e}",
+                            port.ctx.name(),
+                            layout.inline_size,
+                            layout.tx_depth
+                        )))
+                    }
+                    _ => anyhow::Error::new(e).context("creating a queue pair"),
+                })?;
+                qps.push(BoundQueuePair::new(qp, Arc::clone(&region))?);
+            }
+        }
+        let side = Self {
+            psns: random_psns(qps.len()),
+            qps,
+            cqs,
+            region,
+            layout: *layout,
+            max_rd_atom: u32::try_from(dev.max_qp_rd_atom).unwrap_or(0),
+            port,
+        };
+        if layout.access.remote_read {
+            side.fill_pattern()?;
+        }
+        Ok(side)
+    }
+
+    /// The layout it was created with.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Per QP: what the peer needs to address our exposed area.
+    ///
+    /// # Errors
+    /// When a QP's endpoint cannot be queried.
+    pub fn qp_infos(&self) -> anyhow::Result<Vec<QpInfo>> {
+        self.qps
+            .iter()
+            .enumerate()
+            .map(|(q, qp)| {
+                let ep = qp
+                    .qp()
+                    .endpoint(self.port.port, self.port.gid_index, self.psns[q])?;
+                Ok(QpInfo {
+                    qpn: ep.qpn,
+                    psn: ep.psn,
+                    lid: ep.lid,
+                    gid: ep.gid.0,
+                    rkey: self.region.rkey(),
+                    addr: self.exposed(q),
+                    len: self.layout.area,
+                })
+            })
+            .collect()
+    }
+
+    /// Connects QP `q` to the peer's QP `q`, with `outs` outstanding
+    /// reads both ways (0 for tests that post none: the verbs default).
+    ///
+    /// # Errors
+    /// When the peer sent a different number of QPs, an area too small or
+    /// one that wraps the address space, or a transition fails.
+    /// `qp_timeout` is the local ACK timeout exponent (perftest's `-u`).
+    pub fn connect(
+        &mut self,
+        remote: &[QpInfo],
+        mtu: Mtu,
+        qp_timeout: u8,
+        outs: u32,
+    ) -> anyhow::Result<()> {
+        if remote.len() != self.qps.len() {
+            bail!(
+                "peer offers {} QPs, we have {}",
+                remote.len(),
+                self.qps.len()
+            );
+        }
+        let outs = u8::try_from(outs.max(1)).unwrap_or(u8::MAX);
+        for (q, qp) in self.qps.iter_mut().enumerate() {
+            let r = &remote[q];
+            if r.len < self.layout.area || r.addr.checked_add(r.len).is_none() {
+                bail!(
+                    "peer QP {q} (QPN {:#x}) offers {} bytes at {:#x}, the test needs {}",
+                    r.qpn,
+                    r.len,
+                    r.addr,
+                    self.layout.area
+                );
+            }
+            let opts = ConnectOptions {
+                port: self.port.port,
+                gid_index: self.port.gid_index,
+                timeout: qp_timeout,
+                mtu,
+                psn: self.psns[q],
+                access: qp_access(self.layout.access),
+                max_rd_atomic: outs,
+                max_dest_rd_atomic: outs,
+                ..ConnectOptions::default()
+            };
+            let ep = Endpoint {
+                qpn: r.qpn,
+                psn: r.psn,
+                lid: r.lid,
+                gid: Gid(r.gid),
+            };
+            qp.connect(&opts, &ep)
+                .with_context(|| format!("connecting QP {q} to peer QPN {:#x}", r.qpn))?;
+        }
+        Ok(())
+    }
+
+    /// Offset of QP `q`'s exposed area in the region.
+    pub fn exposed_offset(&self, q: usize) -> usize {
+        (q as u64 * self.layout.area) as usize
+    }
+
+    /// Offset of QP `q`'s working area in the region.
+    pub fn working_offset(&self, q: usize) -> usize {
+        ((u64::from(self.layout.qps) + q as u64) * self.layout.area) as usize
+    }
+
+    /// Address of QP `q`'s exposed area.
+    pub fn exposed(&self, q: usize) -> u64 {
+        self.region.addr() + self.exposed_offset(q) as u64
+    }
+
+    /// Address of QP `q`'s working area.
+    pub fn working(&self, q: usize) -> u64 {
+        self.region.addr() + self.working_offset(q) as u64
+    }
+
+    /// Local key of the region.
+    pub fn lkey(&self) -> u32 {
+        self.region.lkey()
+    }
+
+    /// The region (its bytes through volatile/atomic access only).
+    pub fn region(&self) -> &MemoryRegion {
+        &self.region
+    }
+
+    /// Worker thread `t`'s CQ.
+    pub fn cq(&self, t: usize) -> &CompletionQueue {
+        &self.cqs[t]
+    }
+
+    /// Stores the read pattern in every exposed area.
+    fn fill_pattern(&self) -> anyhow::Result<()> {
+        let area = usize::try_from(self.layout.area).context("area size")?;
+        let mut buf = vec![0u8; area];
+        for q in 0..self.qps.len() {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = pattern_byte(q, i as u64);
+            }
+            self.region.write_bytes(self.exposed_offset(q), &buf)?;
+        }
+        Ok(())
+    }
+
+    /// Zeroes the first `len` bytes of QP `q`'s exposed and working areas.
+    ///
+    /// # Errors
+    /// When `len` exceeds an area.
+    pub fn zero(&self, q: usize, len: u64) -> anyhow::Result<()> {
+        let len = usize::try_from(len.min(self.layout.area)).context("length")?;
+        let e = self.exposed_offset(q);
+        self.region.fill(e..e + len, 0)?;
+        if self.layout.initiates {
+            let w = self.working_offset(q);
+            self.region.fill(w..w + len, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Zeroes every working area (before a read test's size, so that its
+    /// data check sees only what the reads brought).
+    ///
+    /// # Errors
+    /// As [`Side::zero`].
+    pub fn zero_working(&self) -> anyhow::Result<()> {
+        let area = usize::try_from(self.layout.area).context("area size")?;
+        for q in 0..self.qps.len() {
+            let w = self.working_offset(q);
+            self.region.fill(w..w + area, 0)?;
+        }
+        Ok(())
+    }
+
+    /// The data check of a read test: QP `q`'s working area holds the
+    /// peer's pattern in every range of `ranges` (offsets within the
+    /// area). Returns the bytes compared.
+    ///
+    /// # Errors
+    /// The first differing byte, naming QP, offset, expected and found.
+    pub fn check_pattern(
+        &self,
+        q: usize,
+        ranges: impl Iterator<Item = Range<u64>>,
+    ) -> anyhow::Result<u64> {
+        let base = self.working_offset(q);
+        let mut buf = Vec::new();
+        let mut checked = 0;
+        for r in ranges {
+            let len = usize::try_from(r.end - r.start).context("range")?;
+            buf.resize(len, 0);
+            self.region.read_into(base + r.start as usize, &mut buf)?;
+            if let Some(i) = (0..len).find(|&i| buf[i] != pattern_byte(q, r.start + i as u64)) {
+                let off = r.start + i as u64;
+                bail!(
+                    "data check failed: QP {q} byte {off} is {:#04x}, the peer's pattern has {:#04x} \
+                     (the read did not deliver the peer's memory)",
+                    buf[i],
+                    pattern_byte(q, off)
+                );
+            }
+            checked += len as u64;
+        }
+        Ok(checked)
+    }
+}

@@ -1,0 +1,328 @@
+//! What every test reports, typed, and the one trait its output formats
+//! implement. A run has one [`RunContext`] (who, what, where); each size
+//! gives one [`SizeRecord`]; a verdict is a [`VerdictRecord`]. The formats
+//! — perftest's tables ([`crate::bw::Table`], [`crate::lat::LatTable`])
+//! and [`JsonLines`] — are [`Report`]s; Prometheus text will be another.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::bw::BwResult;
+use crate::clock::ClockRecord;
+use crate::config::BwConfig;
+use crate::lat::{LatConfig, LatStats, LatVerdict};
+use crate::link::Verdict;
+use crate::wire::SideInfo;
+
+/// Version of the JSON result objects; bumped when a field changes
+/// meaning or goes away.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A side as the reports describe it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideRecord {
+    /// Device name.
+    pub device: String,
+    /// Port number.
+    pub port: u8,
+    /// GID index in use.
+    pub gid_index: Option<u32>,
+    /// GID in use, IPv6 notation.
+    pub gid: String,
+    /// Path MTU in use, bytes.
+    pub mtu: u32,
+    /// `IB` or `Ethernet`.
+    pub link_layer: String,
+    /// Negotiated rate text, when known.
+    pub rate: Option<String>,
+}
+
+impl From<&SideInfo> for SideRecord {
+    fn from(s: &SideInfo) -> Self {
+        Self {
+            device: s.device.clone(),
+            port: s.port,
+            gid_index: s.gid_index,
+            gid: crate::gid::to_ipv6_string(&s.gid),
+            mtu: s.mtu,
+            link_layer: s.link_layer.clone(),
+            rate: s.rate.clone(),
+        }
+    }
+}
+
+/// The test configuration, as the client sent it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ConfigRecord {
+    /// A bandwidth test.
+    Bw(BwConfig),
+    /// A latency test.
+    Lat(LatConfig),
+}
+
+/// Everything about a run that is the same for each of its sizes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunContext {
+    /// The test's name, e.g. `read_bw` (the JSON `kind`).
+    #[serde(skip)]
+    pub kind: &'static str,
+    /// `client` or `server`.
+    pub role: &'static str,
+    /// The configuration both sides ran.
+    pub config: ConfigRecord,
+    /// `unidirectional` or `bidirectional` (bandwidth tests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direction: Option<&'static str>,
+    /// Path MTU in use, bytes.
+    pub mtu: u32,
+    /// This side.
+    pub local: SideRecord,
+    /// The peer.
+    pub remote: SideRecord,
+    /// The clock of the samples (latency tests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockRecord>,
+    /// What the latency figures are, e.g. `half round trip (RTT/2),
+    /// microseconds`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reported: Option<&'static str>,
+    /// Outstanding reads per QP both sides set (read tests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outstanding_reads: Option<u32>,
+}
+
+/// The figures of one size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Figures {
+    /// Bandwidth figures (summed over both directions when bidirectional).
+    Bw(BwResult),
+    /// Latency statistics.
+    Lat(LatStats),
+}
+
+/// What the data check of a size found: every byte the test moved into
+/// this side's memory is the peer's pattern. (A mismatch is an error, not
+/// a record.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DataCheck {
+    /// Bytes compared.
+    pub bytes_checked: u64,
+}
+
+/// One size of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SizeRecord<'a> {
+    /// The run.
+    pub context: &'a RunContext,
+    /// The figures shown.
+    pub figures: Figures,
+    /// The peer's own figures, when it measured (bidirectional; on the
+    /// server, the client's).
+    pub peer_result: Option<BwResult>,
+    /// The HdrHistogram, base64 (`--json-histogram`).
+    pub histogram: Option<String>,
+    /// The data check, when the test has one.
+    pub data_check: Option<DataCheck>,
+}
+
+/// A verdict of the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum VerdictRecord {
+    /// `--expect-rate`: the link delivers what it negotiated.
+    Link(Verdict),
+    /// `--max-latency`: one size's latency.
+    Latency(LatVerdict),
+}
+
+impl VerdictRecord {
+    /// Whether it passed.
+    pub fn pass(&self) -> bool {
+        match self {
+            Self::Link(v) => v.pass,
+            Self::Latency(v) => v.pass,
+        }
+    }
+
+    /// Its human line, e.g. `verdict: PASS ...`.
+    pub fn line(&self) -> String {
+        match self {
+            Self::Link(v) => v.line(),
+            Self::Latency(v) => v.line(),
+        }
+    }
+}
+
+/// An output format of the test results.
+pub trait Report {
+    /// Before the first size.
+    ///
+    /// # Errors
+    /// I/O errors of the destination.
+    fn begin(&mut self) -> io::Result<()>;
+    /// One size.
+    ///
+    /// # Errors
+    /// I/O errors of the destination.
+    fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()>;
+    /// A verdict, after [`Report::end`] (a table is closed by then; the
+    /// verdict lines follow it).
+    ///
+    /// # Errors
+    /// I/O errors of the destination.
+    fn verdict(&mut self, verdict: &VerdictRecord) -> io::Result<()>;
+    /// After the last size.
+    ///
+    /// # Errors
+    /// I/O errors of the destination.
+    fn end(&mut self) -> io::Result<()>;
+}
+
+/// JSON lines: one self-contained object per size,
+/// `{"schema_version":1,"kind":"read_bw","role":...,"config":...,
+/// "local":...,"remote":...,"result":{...}}` (plus `peer_result`,
+/// `histogram`, `data_check` when present), and one
+/// `{"schema_version":1,"kind":"verdict","verdict":{...}}` per verdict.
+#[derive(Debug)]
+pub struct JsonLines<W> {
+    out: W,
+}
+
+impl<W: Write> JsonLines<W> {
+    /// Writes to `out`.
+    pub fn new(out: W) -> Self {
+        Self { out }
+    }
+
+    fn line(&mut self, value: &impl Serialize) -> io::Result<()> {
+        serde_json::to_writer(&mut self.out, value)?;
+        self.out.write_all(b"\n")?;
+        self.out.flush()
+    }
+}
+
+#[derive(Serialize)]
+struct SizeLine<'a> {
+    schema_version: u32,
+    kind: &'static str,
+    #[serde(flatten)]
+    context: &'a RunContext,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer_result: Option<&'a BwResult>,
+    result: &'a Figures,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    histogram: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_check: Option<&'a DataCheck>,
+}
+
+#[derive(Serialize)]
+struct VerdictLine<'a> {
+    schema_version: u32,
+    kind: &'static str,
+    verdict: &'a VerdictRecord,
+}
+
+impl<W: Write> Report for JsonLines<W> {
+    fn begin(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn size(&mut self, r: &SizeRecord<'_>) -> io::Result<()> {
+        self.line(&SizeLine {
+            schema_version: SCHEMA_VERSION,
+            kind: r.context.kind,
+            context: r.context,
+            peer_result: r.peer_result.as_ref(),
+            result: &r.figures,
+            histogram: r.histogram.as_deref(),
+            data_check: r.data_check.as_ref(),
+        })
+    }
+
+    fn verdict(&mut self, verdict: &VerdictRecord) -> io::Result<()> {
+        self.line(&VerdictLine {
+            schema_version: SCHEMA_VERSION,
+            kind: "verdict",
+            verdict,
+        })
+    }
+
+    fn end(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn context() -> RunContext {
+        let side = SideRecord {
+            device: "rxe0".into(),
+            port: 1,
+            gid_index: Some(1),
+            gid: "fe80::1".into(),
+            mtu: 1024,
+            link_layer: "Ethernet".into(),
+            rate: None,
+        };
+        RunContext {
+            kind: "read_bw",
+            role: "client",
+            config: ConfigRecord::Bw(BwConfig {
+                qps: 1,
+                ..BwConfig::default()
+            }),
+            direction: Some("unidirectional"),
+            mtu: 1024,
+            local: side.clone(),
+            remote: side,
+            clock: None,
+            reported: None,
+            outstanding_reads: Some(16),
+        }
+    }
+
+    #[test]
+    fn json_lines_merge_context_and_result() {
+        let ctx = context();
+        let r = BwResult::from_measurement(&crate::bw::Measurement {
+            size: 2,
+            iterations: 10,
+            messages: 10,
+            elapsed_ns: 1_000,
+            peak_msgs_per_sec: None,
+            cpu_ns: 500,
+            wall_ns: 1_000,
+        });
+        let mut out = Vec::new();
+        let mut j = JsonLines::new(&mut out);
+        let rec = SizeRecord {
+            context: &ctx,
+            figures: Figures::Bw(r),
+            peer_result: None,
+            histogram: None,
+            data_check: Some(DataCheck { bytes_checked: 20 }),
+        };
+        j.size(&rec).unwrap();
+        j.size(&rec).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(v["schema_version"], 1);
+        assert_eq!(v["kind"], "read_bw");
+        assert_eq!(v["role"], "client");
+        assert_eq!(v["config"]["qps"], 1);
+        assert_eq!(v["local"]["device"], "rxe0");
+        assert_eq!(v["outstanding_reads"], 16);
+        assert_eq!(v["result"]["bytes"], 2);
+        assert_eq!(v["data_check"]["bytes_checked"], 20);
+        assert!(v.get("peer_result").is_none() && v.get("clock").is_none());
+        assert!(v["result"]["bw_avg_gbps"].is_number());
+    }
+}
