@@ -77,7 +77,11 @@ impl ProtectionDomain {
     /// it with `access`.
     ///
     /// # Errors
-    /// See [`MemoryRegion::allocate`].
+    /// [`crate::Error::InvalidArgument`] for a zero length, a length too
+    /// large to round up to whole pages, or [`AccessFlags::REMOTE_WRITE`] /
+    /// [`AccessFlags::REMOTE_ATOMIC`] without [`AccessFlags::LOCAL_WRITE`]
+    /// (the verbs specification forbids them); [`crate::Error::Verb`]
+    /// naming `ibv_reg_mr`.
     #[doc(alias = "ibv_reg_mr")]
     pub fn allocate(&self, len: usize, access: AccessFlags) -> Result<MemoryRegion> {
         MemoryRegion::allocate(self.clone(), len, access)
@@ -86,7 +90,9 @@ impl ProtectionDomain {
     /// Creates an RC queue pair in the RESET state.
     ///
     /// # Errors
-    /// See [`QueuePair::create_rc`].
+    /// [`crate::Error::InvalidArgument`] for a zero send queue depth;
+    /// [`crate::Error::Verb`] naming `ibv_create_qp` (e.g. depths above the
+    /// device's limits) or `ibv_query_qp`.
     #[doc(alias = "ibv_create_qp")]
     pub fn create_rc_qp(
         &self,
