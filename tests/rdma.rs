@@ -65,6 +65,25 @@ fn write_and_verify(a: &Side, b: &Side, rng: &mut Rng, len: usize, offset: usize
 /// its own MR at `local_off`, then checks every byte of its region: the
 /// read range holds exactly the target's pattern, everything else keeps
 /// the filler.
+/// Posts `wr` on `a` and checks that it completes, within the bound, with
+/// "remote access error" (`IBV_WC_REM_ACCESS_ERR`) and leaves the QP in
+/// the error state: a refusal, not a hang.
+fn assert_refused_remotely(a: &Side, wr: &SendWr) {
+    let started = Instant::now();
+    a.qp.post_send(wr).unwrap();
+    let wc = a.wait_one();
+    assert!(started.elapsed() < WAIT);
+    assert_eq!(
+        wc.status(),
+        WcStatus::REM_ACCESS_ERR,
+        "got {:?}",
+        wc.status()
+    );
+    assert_eq!(wc.status().as_str(), "remote access error");
+    assert_eq!(wc.wr_id(), wr.wr_id);
+    assert_eq!(a.qp.qp().state().unwrap(), QpState::Err);
+}
+
 fn read_and_verify(
     reader: &Side,
     target: &Side,
@@ -231,19 +250,7 @@ fn wrong_rkey_yields_remote_access_error_not_a_hang() {
     let mut remote = b.mr().remote();
     remote.rkey ^= 0x00ff_ff00;
     let wr = SendWr::write(5, a.mr().sge(0..64).unwrap(), remote).unwrap();
-    let started = Instant::now();
-    a.qp.post_send(&wr).unwrap();
-    let wc = a.wait_one();
-    assert!(started.elapsed() < WAIT);
-    assert_eq!(
-        wc.status(),
-        WcStatus::REM_ACCESS_ERR,
-        "got {:?}",
-        wc.status()
-    );
-    assert_eq!(wc.status().as_str(), "remote access error");
-    assert_eq!(wc.wr_id(), 5);
-    assert_eq!(a.qp.qp().state().unwrap(), QpState::Err);
+    assert_refused_remotely(&a, &wr);
     assert!(
         b.bytes().iter().all(|&x| x == 0),
         "target memory was written"
@@ -328,22 +335,11 @@ fn read_without_remote_read_access_is_refused() {
             .unwrap();
     unreadable.fill(0..4096, 0x77).unwrap();
     let wr = SendWr::read(9, a.mr().sge(0..64).unwrap(), unreadable.remote()).unwrap();
-    let started = Instant::now();
-    a.qp.post_send(&wr).unwrap();
-    let wc = a.wait_one();
-    assert!(started.elapsed() < WAIT);
-    assert_eq!(
-        wc.status(),
-        WcStatus::REM_ACCESS_ERR,
-        "got {:?}",
-        wc.status()
-    );
-    assert_eq!(wc.wr_id(), 9);
+    assert_refused_remotely(&a, &wr);
     assert!(
         a.bytes().iter().all(|&x| x == 0),
         "the refused read wrote local memory"
     );
-    assert_eq!(a.qp.qp().state().unwrap(), QpState::Err);
 }
 
 #[test]

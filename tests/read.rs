@@ -164,12 +164,7 @@ fn read_bw_duration_and_bidirectional_modes() {
 #[test]
 #[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
 fn read_bw_expect_rate_verdicts_pass_and_fail() {
-    let dev = test_device();
-    let root = std::env::temp_dir().join(format!("rdmaperf-read-sysfs-{}", std::process::id()));
-    let port_dir = root.join("class/infiniband").join(&dev).join("ports/1");
-    std::fs::create_dir_all(&port_dir).unwrap();
-    std::fs::write(port_dir.join("rate"), "10 Gb/sec (1X FDR10)\n").unwrap();
-    let root_arg = root.to_str().unwrap();
+    let tree = peers::FakeSysfs::with_rate("read-sysfs", &test_device(), "10 Gb/sec (1X FDR10)\n");
     let (s, c) = peers::pair(
         READ_BW,
         &[
@@ -180,11 +175,10 @@ fn read_bw_expect_rate_verdicts_pass_and_fail() {
             "--min-efficiency",
             "0.5",
             "--sysfs-root",
-            root_arg,
+            tree.root(),
         ],
         &[],
     );
-    std::fs::remove_dir_all(&root).ok();
     assert_ok(&s, "server");
     let out = text(&c.stdout);
     assert_eq!(c.status.code(), Some(0), "{out}{}", text(&c.stderr));
@@ -201,33 +195,6 @@ fn read_bw_expect_rate_verdicts_pass_and_fail() {
         .find(|v| v["kind"] == "verdict")
         .expect("verdict JSON line");
     assert_eq!(verdict["verdict"]["pass"], false);
-}
-
-#[test]
-#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
-fn read_bw_bad_flags_exit_2_naming_them_before_any_traffic() {
-    let dev = test_device();
-    let port = free_port().to_string();
-    let cases: &[(&[&str], &str)] = &[
-        (&["-I", "64"], "--inline-size"),
-        (&["-o", "0"], "--outs"),
-        (&["-o", "300"], "--outs"),
-        (&["-s", "0"], "--size"),
-        (&["-t", "0"], "--tx-depth"),
-        (&["--percentile", "p99"], "--percentile"),
-        (&["-H"], "--report-histogram"),
-    ];
-    assert_each_bad_flag_exits_2(READ_BW, &dev, &port, cases);
-}
-
-#[test]
-#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
-fn read_bw_client_fails_within_the_timeout_when_the_server_dies() {
-    let dev = test_device();
-    let port = free_port();
-    let s = peers::server(READ_BW, &dev, port, &[]);
-    let c = peers::client(READ_BW, &dev, port, &["-n", "10000000", "--timeout", "4"]);
-    assert_client_fails_soon_after_the_server_dies(s, c);
 }
 
 // --- read_lat ------------------------------------------------------------------
@@ -346,12 +313,23 @@ fn read_lat_duration_mode_and_verdicts() {
     );
 }
 
+// --- both ------------------------------------------------------------------------
+
 #[test]
 #[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
-fn read_lat_bad_flags_exit_2_naming_them_before_any_traffic() {
+fn bad_flags_exit_2_naming_them_before_any_traffic() {
     let dev = test_device();
     let port = free_port().to_string();
-    let cases: &[(&[&str], &str)] = &[
+    let read_bw: &[(&[&str], &str)] = &[
+        (&["-I", "64"], "--inline-size"),
+        (&["-o", "0"], "--outs"),
+        (&["-o", "300"], "--outs"),
+        (&["-s", "0"], "--size"),
+        (&["-t", "0"], "--tx-depth"),
+        (&["--percentile", "p99"], "--percentile"),
+        (&["-H"], "--report-histogram"),
+    ];
+    let read_lat: &[(&[&str], &str)] = &[
         (&["-Q", "4"], "--cq-mod"),
         (&["-I", "8"], "--inline-size"),
         (&["-b"], "--bidirectional"),
@@ -359,17 +337,20 @@ fn read_lat_bad_flags_exit_2_naming_them_before_any_traffic() {
         (&["--percentile", "p42"], "--percentile"),
         (&["-o", "0"], "--outs"),
     ];
-    assert_each_bad_flag_exits_2(READ_LAT, &dev, &port, cases);
+    assert_each_bad_flag_exits_2(READ_BW, &dev, &port, read_bw);
+    assert_each_bad_flag_exits_2(READ_LAT, &dev, &port, read_lat);
 }
 
 #[test]
 #[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
-fn read_lat_client_fails_within_the_timeout_when_the_server_dies() {
+fn the_client_fails_within_the_timeout_when_the_server_dies() {
     let dev = test_device();
-    let port = free_port();
-    let s = peers::server(READ_LAT, &dev, port, &[]);
-    let c = peers::client(READ_LAT, &dev, port, &["-n", "100000000", "--timeout", "4"]);
-    assert_client_fails_soon_after_the_server_dies(s, c);
+    for (bin, iters) in [(READ_BW, "10000000"), (READ_LAT, "100000000")] {
+        let port = free_port();
+        let s = peers::server(bin, &dev, port, &[]);
+        let c = peers::client(bin, &dev, port, &["-n", iters, "--timeout", "4"]);
+        assert_client_fails_soon_after_the_server_dies(s, c);
+    }
 }
 
 #[test]

@@ -15,57 +15,27 @@ use std::time::{Duration, Instant};
 
 use support::{
     Reaper, assert_client_fails_soon_after_the_server_dies, assert_each_bad_flag_exits_2,
-    assert_ok, free_port, test_device, text,
+    assert_ok, free_port, peers, test_device, text,
 };
 
-fn spawn(args: &[&str]) -> Reaper {
-    Reaper::spawn(env!("CARGO_BIN_EXE_write_bw"), args)
-}
+const BIN: &str = env!("CARGO_BIN_EXE_write_bw");
 
-/// `--timeout 10` unless the test sets its own.
-fn with_default_timeout<'a>(mut args: Vec<&'a str>, extra: &[&'a str]) -> Vec<&'a str> {
-    // A ~1 s ACK timeout: under emulation ACKs are often later than the
-    // default 67 ms, and every early retransmit costs throughput.
-    args.extend_from_slice(&["-u", "18"]);
-    if !extra.contains(&"--timeout") {
-        args.extend_from_slice(&["--timeout", "10"]);
-    }
-    args.extend_from_slice(extra);
-    args
+fn spawn(args: &[&str]) -> Reaper {
+    Reaper::spawn(BIN, args)
 }
 
 fn server(dev: &str, port: u16, extra: &[&str]) -> Reaper {
-    let port = port.to_string();
-    let base = vec![
-        "-d",
-        dev,
-        "--bind",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "--accept-timeout",
-        "30",
-    ];
-    spawn(&with_default_timeout(base, extra))
+    peers::server(BIN, dev, port, extra)
 }
 
 fn client(dev: &str, port: u16, extra: &[&str]) -> Reaper {
-    let port = port.to_string();
-    let mut args = with_default_timeout(vec!["-d", dev, "-p", &port], extra);
-    args.push("127.0.0.1");
-    spawn(&args)
+    peers::client(BIN, dev, port, extra)
 }
 
 /// Runs a server and a client with `args` (the server gets `server_extra`
 /// only: it takes the test from the client) and returns both outputs.
 fn pair(args: &[&str], server_extra: &[&str]) -> (Output, Output) {
-    let dev = test_device();
-    let port = free_port();
-    let s = server(&dev, port, server_extra);
-    let c = client(&dev, port, args);
-    let c = c.wait_bounded(Duration::from_secs(120), "client");
-    let s = s.wait_bounded(Duration::from_secs(30), "server");
-    (s, c)
+    peers::pair(BIN, args, server_extra)
 }
 
 /// The table rows: (bytes, iterations, peak, average, msg rate).
@@ -444,12 +414,14 @@ fn expect_rate_verdicts_pass_and_fail() {
     // completer_retry_err and duplicate_request counters rise — so the
     // real tree rightly fails every verdict; see the FAIL cases below.)
     let dev = test_device();
-    let root = std::env::temp_dir().join(format!("rdmaperf-sysfs-{}", std::process::id()));
-    let port_dir = root.join("class/infiniband").join(&dev).join("ports/1");
-    std::fs::create_dir_all(port_dir.join("hw_counters")).unwrap();
-    std::fs::write(port_dir.join("rate"), "10 Gb/sec (1X FDR10)\n").unwrap();
-    std::fs::write(port_dir.join("hw_counters/out_of_seq_request"), "0\n").unwrap();
-    let root_arg = root.to_str().unwrap();
+    let tree = peers::FakeSysfs::with_rate("sysfs", &dev, "10 Gb/sec (1X FDR10)\n");
+    let counter = tree
+        .0
+        .join("class/infiniband")
+        .join(&dev)
+        .join("ports/1/hw_counters/out_of_seq_request");
+    std::fs::write(counter, "0\n").unwrap();
+    let root_arg = tree.root();
     let (s, c) = pair(
         &[
             "-n",
@@ -463,7 +435,7 @@ fn expect_rate_verdicts_pass_and_fail() {
         ],
         &[],
     );
-    std::fs::remove_dir_all(&root).ok();
+    drop(tree);
     assert_ok(&s, "server");
     let out = text(&c.stdout);
     assert_eq!(c.status.code(), Some(0), "{out}{}", text(&c.stderr));

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use engine::clock::ClockChoice;
-use engine::config::{BwConfig, DurationMode};
+use engine::config::{BwConfig, DurationMode, TestConfig};
 use engine::lat::{LatConfig, Percentile, parse_max_latency};
 use engine::link::{self, ExpectRate};
 use engine::spec::{Metric, TestSpec};
@@ -395,11 +395,7 @@ impl Cli {
             mtu: self.run.mtu,
             outs: self.outs.unwrap_or(0),
         };
-        cfg.validate().map_err(|e| UsageError(e.to_string()))?;
-        if spec.uses_outstanding_reads() && self.outs == Some(0) {
-            return Err(UsageError("-o/--outs: at least 1 outstanding read".into()));
-        }
-        Ok(cfg)
+        self.checked(spec, cfg)
     }
 
     /// The latency configuration the flags describe (client side).
@@ -416,6 +412,11 @@ impl Cli {
             mtu: self.run.mtu,
             outs: self.outs.unwrap_or(0),
         };
+        self.checked(spec, cfg)
+    }
+
+    /// `cfg` once valid, and `-o` (when given) at least 1.
+    fn checked<C: TestConfig>(&self, spec: TestSpec, cfg: C) -> Result<C, UsageError> {
         cfg.validate().map_err(|e| UsageError(e.to_string()))?;
         if spec.uses_outstanding_reads() && self.outs == Some(0) {
             return Err(UsageError("-o/--outs: at least 1 outstanding read".into()));

@@ -42,7 +42,12 @@ pub const EXIT_VERDICT_FAIL: u8 = 3;
 /// # Errors
 /// Device errors (unknown device or port: a usage error) and I/O errors.
 pub fn run_list(device: &args::DeviceArgs, json: Option<&str>) -> anyhow::Result<()> {
-    let devices = inventory::collect(device.ib_dev.as_deref(), device.ib_port)?;
+    let devices =
+        inventory::collect(device.ib_dev.as_deref(), device.ib_port).map_err(|e| match e {
+            verbs::Error::NoSuchDevice { .. } => UsageError(format!("-d/--ib-dev: {e}")).into(),
+            verbs::Error::NoSuchPort { .. } => UsageError(format!("-i/--ib-port: {e}")).into(),
+            other => anyhow::Error::new(other),
+        })?;
     let stdout = io::stdout();
     match json {
         Some("-") => JsonLines.write(&mut stdout.lock(), &devices)?,
@@ -123,20 +128,13 @@ impl Drop for JsonFile {
 }
 
 /// Whether an error is the user's input (exit 2) rather than a failure
-/// while running (exit 1).
+/// while running (exit 1). Only a [`UsageError`] is: the code that knows
+/// an error comes from a flag makes it one where it happens (naming the
+/// flag); nothing is reclassified after the fact from what a lower layer
+/// returned, so a peer's bad value or a failed allocation exits 1.
 pub fn is_usage_error(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| {
-        cause.downcast_ref::<UsageError>().is_some()
-            || matches!(
-                cause.downcast_ref::<verbs::Error>(),
-                Some(
-                    verbs::Error::NoSuchDevice { .. }
-                        | verbs::Error::NoSuchPort { .. }
-                        | verbs::Error::NoSuchGid { .. }
-                        | verbs::Error::InvalidArgument(_)
-                )
-            )
-    })
+    err.chain()
+        .any(|cause| cause.downcast_ref::<UsageError>().is_some())
 }
 
 /// The binaries' `main` tail: prints the error on stderr and picks the
@@ -161,5 +159,23 @@ pub fn finish(program: &str, result: anyhow::Result<u8>) -> ExitCode {
                 ExitCode::from(1)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_errors_created_as_usage_errors_exit_2() {
+        // A peer's zero GID or a failed allocation reaches us as the verbs
+        // crate's InvalidArgument: a failure while running, not bad input.
+        let peer = anyhow::Error::new(verbs::Error::InvalidArgument(
+            "RoCE needs the peer's GID; it sent none".into(),
+        ))
+        .context("connecting QP 0 to peer QPN 0x11");
+        assert!(!is_usage_error(&peer));
+        let usage = anyhow::Error::new(UsageError("-s/--size: 0".into())).context("client");
+        assert!(is_usage_error(&usage));
     }
 }

@@ -56,24 +56,7 @@ impl Layout {
     }
 }
 
-/// The verbs access flags of an [`Access`]; local write always (the
-/// device writes our landing and flag areas).
-pub fn access_flags(a: Access) -> AccessFlags {
-    let mut f = AccessFlags::LOCAL_WRITE;
-    if a.remote_write {
-        f |= AccessFlags::REMOTE_WRITE;
-    }
-    if a.remote_read {
-        f |= AccessFlags::REMOTE_READ;
-    }
-    if a.remote_atomic {
-        f |= AccessFlags::REMOTE_ATOMIC;
-    }
-    f
-}
-
-/// The remote access a QP grants (`qp_access_flags`): the same as the
-/// region's, without local write.
+/// The remote access a QP grants its peer (`qp_access_flags`).
 fn qp_access(a: Access) -> AccessFlags {
     let mut f = AccessFlags::NONE;
     if a.remote_write {
@@ -86,6 +69,12 @@ fn qp_access(a: Access) -> AccessFlags {
         f |= AccessFlags::REMOTE_ATOMIC;
     }
     f
+}
+
+/// The region's access: the QP's, and local write always (the device
+/// writes our landing and flag areas).
+pub fn access_flags(a: Access) -> AccessFlags {
+    qp_access(a) | AccessFlags::LOCAL_WRITE
 }
 
 /// Random 24-bit PSNs, as perftest draws them with `lrand48`.

@@ -18,7 +18,19 @@ use engine::sched::{BwScheduler, DurationWindow, Timeline, Window, wr_id, wr_id_
 use engine::wire::QpInfo;
 use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendBatch, SendWr, WorkCompletion};
 
-use crate::side::Side;
+use std::io::{self, Write};
+
+use engine::bw::{BwResult, Table, Unit};
+use engine::config::{CACHE_LINE, RING_BYTES};
+use engine::link::{self, CounterSnapshot, ExpectRate, LinkRate, VerdictInput};
+use engine::report::{DataCheck, Figures, Report, RunContext, VerdictRecord};
+use engine::spec::{TestSpec, Verb};
+
+use super::{Measure, Role, Shown, SizeCtx};
+use crate::UsageError;
+use crate::args::Cli;
+use crate::setup::Port;
+use crate::side::{Layout, Side};
 
 /// Empty polls between two clock reads.
 pub const POLLS_PER_CLOCK_CHECK: u32 = 4096;
@@ -31,17 +43,11 @@ const MAX_SAMPLES: usize = 4096;
 pub trait BwOp: Copy + Send + Sync {
     /// Its name in errors, e.g. `RDMA READ`.
     const NAME: &'static str;
-    /// The work request of one message: `local` is this side's working
-    /// area slice, `remote_addr`/`rkey` the peer's exposed area.
-    fn wr(
-        self,
-        wr_id: u64,
-        local: LocalSge,
-        remote_addr: u64,
-        rkey: u32,
-        signaled: bool,
-        inline: bool,
-    ) -> SendWr;
+    /// Whether its payload may be sent inline (not for reads and
+    /// atomics, whose local memory the device writes).
+    const INLINE: bool;
+    /// The operation on the peer's exposed area at `remote_addr`.
+    fn op(self, remote_addr: u64, rkey: u32) -> Op;
 }
 
 /// RDMA WRITE from our working area into the peer's exposed area.
@@ -50,26 +56,13 @@ pub struct WriteOp;
 
 impl BwOp for WriteOp {
     const NAME: &'static str = "RDMA WRITE";
+    const INLINE: bool = true;
     #[inline]
-    fn wr(
-        self,
-        wr_id: u64,
-        local: LocalSge,
-        remote_addr: u64,
-        rkey: u32,
-        signaled: bool,
-        inline: bool,
-    ) -> SendWr {
-        SendWr {
-            wr_id,
-            local,
-            op: Op::Write {
-                remote_addr,
-                rkey,
-                imm: None,
-            },
-            signaled,
-            inline,
+    fn op(self, remote_addr: u64, rkey: u32) -> Op {
+        Op::Write {
+            remote_addr,
+            rkey,
+            imm: None,
         }
     }
 }
@@ -80,23 +73,10 @@ pub struct ReadOp;
 
 impl BwOp for ReadOp {
     const NAME: &'static str = "RDMA READ";
+    const INLINE: bool = false;
     #[inline]
-    fn wr(
-        self,
-        wr_id: u64,
-        local: LocalSge,
-        remote_addr: u64,
-        rkey: u32,
-        signaled: bool,
-        _inline: bool,
-    ) -> SendWr {
-        SendWr {
-            wr_id,
-            local,
-            op: Op::Read { remote_addr, rkey },
-            signaled,
-            inline: false,
-        }
+    fn op(self, remote_addr: u64, rkey: u32) -> Op {
+        Op::Read { remote_addr, rkey }
     }
 }
 
@@ -252,7 +232,7 @@ impl<O: BwOp> Worker<'_, O> {
         start: &Barrier,
     ) -> anyhow::Result<ThreadOutcome> {
         let n = self.qps.len();
-        let inline = size <= u64::from(cfg.inline_size);
+        let inline = O::INLINE && size <= u64::from(cfg.inline_size);
         let length = u32::try_from(size).context("message size")?;
         let mut sched = BwScheduler::new(
             Window {
@@ -284,18 +264,17 @@ impl<O: BwOp> Worker<'_, O> {
                     batch.clear();
                     for i in first..first + post_list {
                         let off = ring_offset(size, i);
-                        let wr = self.op.wr(
-                            wr_id(q, i),
-                            LocalSge {
+                        let wr = SendWr {
+                            wr_id: wr_id(q, i),
+                            local: LocalSge {
                                 addr: self.working[q] + off,
                                 length,
                                 lkey: self.lkey,
                             },
-                            self.remote[q].addr + off,
-                            self.remote[q].rkey,
-                            sched.signaled(i),
+                            op: self.op.op(self.remote[q].addr + off, self.remote[q].rkey),
+                            signaled: sched.signaled(i),
                             inline,
-                        );
+                        };
                         // Capacity is post_list: cannot be full.
                         let _ = batch.push(&wr);
                     }
@@ -366,5 +345,259 @@ impl<O: BwOp> Worker<'_, O> {
             elapsed_ns,
             peak: timeline.peak(),
         })
+    }
+}
+
+/// `--expect-rate`: the port's rate and error counters, read before and
+/// after the run.
+#[derive(Debug)]
+struct LinkWatch {
+    expect: ExpectRate,
+    rate: Option<LinkRate>,
+    before: CounterSnapshot,
+    sysfs_root: std::path::PathBuf,
+    min_efficiency: f64,
+}
+
+/// The bandwidth tests (`write_bw`, `read_bw`).
+pub struct BwMeasure {
+    spec: TestSpec,
+    cfg: BwConfig,
+    unit: Unit,
+    cpu_column: bool,
+    expect: Option<ExpectRate>,
+    sysfs_root: std::path::PathBuf,
+    min_efficiency: f64,
+    watch: Option<LinkWatch>,
+    best_gbps: f64,
+    check: Option<DataCheck>,
+}
+
+impl BwMeasure {
+    fn initiates(&self, role: Role) -> bool {
+        role == Role::Client || self.cfg.bidirectional
+    }
+
+    /// The data check of a read: every ring slot the size's reads landed
+    /// in holds the peer's pattern.
+    fn check_reads(&self, side: &Side, size: u64, per_qp: u64) -> anyhow::Result<DataCheck> {
+        let (stride, slots) = if size > RING_BYTES / 2 {
+            (0, 1)
+        } else {
+            let stride = size.div_ceil(CACHE_LINE) * CACHE_LINE;
+            (stride, RING_BYTES / stride)
+        };
+        let touched = slots.min(per_qp.max(1));
+        let mut bytes_checked = 0;
+        for q in 0..side.qps.len() {
+            bytes_checked +=
+                side.check_pattern(q, (0..touched).map(|i| i * stride..i * stride + size))?;
+        }
+        Ok(DataCheck { bytes_checked })
+    }
+}
+
+impl std::fmt::Debug for BwMeasure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BwMeasure")
+            .field("spec", &self.spec)
+            .finish()
+    }
+}
+
+impl Measure for BwMeasure {
+    type Config = BwConfig;
+    type Outcome = BwResult;
+
+    fn client_config(spec: TestSpec, cli: &Cli) -> Result<BwConfig, UsageError> {
+        cli.bw_config(spec)
+    }
+    fn new(spec: TestSpec, cli: &Cli, cfg: BwConfig, _role: Role) -> anyhow::Result<Self> {
+        Ok(Self {
+            spec,
+            cfg,
+            unit: if cli.report_gbits {
+                Unit::Gbps
+            } else {
+                Unit::MibPerSec
+            },
+            cpu_column: cli.cpu_util,
+            expect: cli.expect_rate,
+            sysfs_root: cli.sysfs_root.clone(),
+            min_efficiency: cli.min_efficiency,
+            watch: None,
+            best_gbps: 0.0,
+            check: None,
+        })
+    }
+
+    fn config(&self) -> &BwConfig {
+        &self.cfg
+    }
+    fn config_mut(&mut self) -> &mut BwConfig {
+        &mut self.cfg
+    }
+
+    fn check_offer(&self, qps: usize) -> Result<(), String> {
+        if qps != self.cfg.qps as usize {
+            return Err(format!(
+                "the configuration has {} QPs, the client offers {qps}",
+                self.cfg.qps
+            ));
+        }
+        Ok(())
+    }
+
+    fn layout(&self, role: Role) -> Layout {
+        Layout {
+            qps: self.cfg.qps,
+            threads: self.cfg.threads,
+            tx_depth: self.cfg.tx_depth,
+            inline_size: self.cfg.inline_size,
+            area: self.cfg.buffer_per_qp(),
+            initiates: self.initiates(role),
+            access: self.spec.access(),
+        }
+    }
+
+    fn on_port(&mut self, port: &Port) {
+        if let Some(expect) = self.expect {
+            let name = port.ctx.name();
+            self.watch = Some(LinkWatch {
+                expect,
+                rate: crate::sysfs::read_rate(&self.sysfs_root, name, port.port).ok(),
+                before: crate::sysfs::snapshot_error_counters(&self.sysfs_root, name, port.port),
+                sysfs_root: self.sysfs_root.clone(),
+                min_efficiency: self.min_efficiency,
+            });
+        }
+    }
+
+    fn banner(&self, role: Role, e: &mut dyn Write, outs: u32) {
+        let c = &self.cfg;
+        let _ = writeln!(
+            e,
+            " Number of qps   : {}\t\tThreads        : {}",
+            c.qps, c.threads
+        );
+        let _ = writeln!(e, " Connection type : RC\t\tUsing SRQ      : OFF");
+        if self.initiates(role) {
+            let _ = writeln!(e, " TX depth        : {}", c.tx_depth);
+        }
+        let _ = writeln!(e, " CQ Moderation   : {}", c.cq_mod);
+        let _ = writeln!(e, " Post list       : {}", c.post_list);
+        if self.spec.uses_outstanding_reads() {
+            let _ = writeln!(e, " Outstand reads  : {outs}");
+        } else {
+            let _ = writeln!(e, " Max inline data : {}[B]", c.inline_size);
+        }
+        let _ = writeln!(
+            e,
+            " Bidirectional   : {}",
+            if c.bidirectional { "ON" } else { "OFF" }
+        );
+    }
+
+    fn context(&self, ctx: RunContext) -> RunContext {
+        RunContext {
+            direction: Some(if self.cfg.bidirectional {
+                "bidirectional"
+            } else {
+                "unidirectional"
+            }),
+            ..ctx
+        }
+    }
+
+    fn table(&self, _role: Role) -> Option<Box<dyn Report>> {
+        Some(Box::new(Table::new(
+            io::stdout(),
+            self.unit,
+            self.cpu_column,
+        )))
+    }
+
+    fn prepare(&mut self, side: &Side, _size: u64) -> anyhow::Result<()> {
+        if self.spec.verb == Verb::Read && side.layout().initiates {
+            side.zero_working()?;
+        }
+        Ok(())
+    }
+
+    fn run_size(&mut self, ctx: SizeCtx<'_>) -> anyhow::Result<Option<BwResult>> {
+        if !self.initiates(ctx.role) {
+            return Ok(None);
+        }
+        let SizeCtx {
+            side,
+            remote,
+            size,
+            timeout,
+            ch,
+            ..
+        } = ctx;
+        let cfg = &self.cfg;
+        let measured = match self.spec.verb {
+            Verb::Write => {
+                ch.with_heartbeat(|| measure(WriteOp, side, cfg, size, remote, timeout))?
+            }
+            Verb::Read => {
+                ch.with_heartbeat(|| measure(ReadOp, side, cfg, size, remote, timeout))?
+            }
+            _ => anyhow::bail!(
+                "{} has no bandwidth loop in this build",
+                self.spec.op_name()
+            ),
+        }?;
+        if self.spec.verb == Verb::Read {
+            let per_qp = measured.messages / u64::from(cfg.qps).max(1);
+            self.check = Some(self.check_reads(side, size, per_qp)?);
+        }
+        Ok(Some(BwResult::from_measurement(&measured)))
+    }
+
+    fn shown(
+        &mut self,
+        role: Role,
+        _size: u64,
+        mine: Option<&BwResult>,
+        peer: Option<BwResult>,
+    ) -> anyhow::Result<Option<Shown>> {
+        let (figures, peer_result) = match role {
+            Role::Client => {
+                let mine = *mine.context("the client measured nothing")?;
+                let peer = peer.filter(|_| self.cfg.bidirectional);
+                (peer.as_ref().map_or(mine, |p| mine.combined(p)), peer)
+            }
+            Role::Server => {
+                let client = peer.context("the client sent no result")?;
+                (mine.map_or(client, |m| m.combined(&client)), Some(client))
+            }
+        };
+        self.best_gbps = self.best_gbps.max(figures.bw_avg_gbps);
+        Ok(Some(Shown {
+            figures: Figures::Bw(figures),
+            peer_result,
+            histogram: None,
+            data_check: self.check.take(),
+            clock: None,
+        }))
+    }
+
+    fn verdicts(&mut self, side: &Side) -> Vec<VerdictRecord> {
+        let Some(w) = self.watch.take() else {
+            return Vec::new();
+        };
+        let port = &side.port;
+        let after =
+            crate::sysfs::snapshot_error_counters(&w.sysfs_root, port.ctx.name(), port.port);
+        vec![VerdictRecord::Link(link::evaluate(&VerdictInput {
+            expect: w.expect,
+            negotiated: w.rate,
+            min_efficiency: w.min_efficiency,
+            measured_gbps: self.best_gbps,
+            directions: if self.cfg.bidirectional { 2 } else { 1 },
+            rises: link::rises(&w.before, &after),
+        }))]
     }
 }

@@ -27,9 +27,21 @@ use engine::lat::LatRecorder;
 use engine::wire::QpInfo;
 use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendWr, WorkCompletion};
 
+use std::io::{self, Write};
+
+use engine::lat::{LatConfig, LatTable, dump_samples, lat_verdict};
+use engine::report::{DataCheck, Figures, Report, RunContext, VerdictRecord};
+use engine::spec::{TestSpec, Verb};
+use serde::{Deserialize, Serialize};
+
+use super::{Measure, Role, Shown, SizeCtx};
+use crate::UsageError;
+use crate::args::Cli;
 use crate::clock::{Clock, MonotonicTicks, Ticks, TscTicks};
 use crate::oob::Channel;
-use crate::side::Side;
+use crate::output::Output;
+use crate::setup::Port;
+use crate::side::{Layout, Side};
 
 /// Spins between two clock (and, for the server in duration mode,
 /// channel) checks. Large on purpose: the bound is seconds, and a clock
@@ -54,15 +66,6 @@ pub enum Until {
     /// Server of a ping-pong in duration mode: until the client's next
     /// control message.
     PeerSaysStop,
-}
-
-/// Which side of the loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Goes first, records samples.
-    Client,
-    /// Answers (ping-pong only).
-    Server,
 }
 
 /// The operation a latency loop measures.
@@ -349,5 +352,303 @@ impl<T: Ticks> Loop<'_, T> {
             }
         }
         Ok(true)
+    }
+}
+
+/// What a latency side tells its peer after a size.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct LatOutcome {
+    /// Operations (round trips) done.
+    pub round_trips: u64,
+}
+
+/// The latency tests (`write_lat`, `read_lat`).
+pub struct LatMeasure {
+    spec: TestSpec,
+    cfg: LatConfig,
+    clock: Clock,
+    rec: LatRecorder,
+    explicit_inline: bool,
+    report_histogram: bool,
+    json_histogram: bool,
+    max_latency: Option<f64>,
+    percentile: engine::lat::Percentile,
+    dumps: Vec<(u64, Vec<u64>)>,
+    verdicts: Vec<VerdictRecord>,
+    rate: TickRate,
+    check: Option<DataCheck>,
+}
+
+impl std::fmt::Debug for LatMeasure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LatMeasure")
+            .field("spec", &self.spec)
+            .finish()
+    }
+}
+
+impl LatMeasure {
+    fn op(&self) -> LatOp {
+        match self.spec.verb {
+            Verb::Read => LatOp::Read,
+            _ => LatOp::WritePingPong,
+        }
+    }
+
+    fn keep_samples(&self) -> usize {
+        match self.cfg.duration {
+            None => usize::try_from(self.cfg.iters)
+                .unwrap_or(usize::MAX)
+                .min(1 << 24),
+            Some(_) => 1 << 20,
+        }
+    }
+}
+
+impl Measure for LatMeasure {
+    type Config = LatConfig;
+    type Outcome = LatOutcome;
+
+    fn client_config(spec: TestSpec, cli: &Cli) -> Result<LatConfig, UsageError> {
+        cli.lat_config(spec)
+    }
+    fn new(spec: TestSpec, cli: &Cli, cfg: LatConfig, role: Role) -> anyhow::Result<Self> {
+        let clock = match role {
+            Role::Client => Clock::new(cli.clock)?,
+            // The server records nothing: the monotonic clock only bounds
+            // its waits.
+            Role::Server => Clock::for_server(),
+        };
+        let mut m = Self {
+            spec,
+            cfg,
+            clock,
+            rec: LatRecorder::new(0),
+            explicit_inline: role == Role::Client && cli.inline_size.is_some(),
+            report_histogram: cli.report_histogram,
+            json_histogram: cli.json_histogram,
+            max_latency: cli.max_latency,
+            percentile: cli.percentile,
+            dumps: Vec::new(),
+            verdicts: Vec::new(),
+            rate: TickRate::NANOSECONDS,
+            check: None,
+        };
+        if role == Role::Client {
+            // Allocated (and its pages touched) once; emptied per size.
+            m.rec = LatRecorder::new(m.keep_samples());
+        }
+        Ok(m)
+    }
+
+    fn config(&self) -> &LatConfig {
+        &self.cfg
+    }
+    fn config_mut(&mut self) -> &mut LatConfig {
+        &mut self.cfg
+    }
+
+    fn check_offer(&self, qps: usize) -> Result<(), String> {
+        if qps != 1 {
+            return Err(format!(
+                "a latency test uses one QP, the client offers {qps}"
+            ));
+        }
+        Ok(())
+    }
+
+    fn layout(&self, role: Role) -> Layout {
+        Layout {
+            qps: 1,
+            threads: 1,
+            tx_depth: 1,
+            inline_size: self.cfg.inline_size,
+            area: self.cfg.buffer(),
+            initiates: self.op() == LatOp::WritePingPong || role == Role::Client,
+            access: self.spec.access(),
+        }
+    }
+
+    /// When `-I` was not given and the device refuses the default inline
+    /// size, falls back to no inline (as perftest does for devices it does
+    /// not know), with a warning.
+    fn create_side(&mut self, port: Port, role: Role) -> anyhow::Result<Side> {
+        if self.explicit_inline || self.cfg.inline_size == 0 {
+            return Side::create(port, &self.layout(role));
+        }
+        let retry = port.clone();
+        match Side::create(port, &self.layout(role)) {
+            Ok(s) => Ok(s),
+            Err(e) if e.chain().any(|c| c.downcast_ref::<UsageError>().is_some()) => {
+                eprintln!(
+                    "{}: warning: {} refused {} bytes of inline data; sending without inline",
+                    self.spec,
+                    retry.ctx.name(),
+                    self.cfg.inline_size
+                );
+                self.cfg.inline_size = 0;
+                Side::create(retry, &self.layout(role))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn banner(&self, role: Role, e: &mut dyn Write, outs: u32) {
+        let _ = writeln!(e, " Connection type : RC\t\tUsing SRQ      : OFF");
+        if self.spec.uses_outstanding_reads() {
+            let _ = writeln!(e, " Outstand reads  : {outs}");
+        } else {
+            let _ = writeln!(e, " Max inline data : {}[B]", self.cfg.inline_size);
+        }
+        let clock = match role {
+            Role::Client => self.clock.describe(),
+            Role::Server => "not used (the client measures)".to_owned(),
+        };
+        let _ = writeln!(e, " Clock           : {clock}");
+    }
+
+    fn context(&self, ctx: RunContext) -> RunContext {
+        RunContext {
+            reported: Some(if self.spec.rtt_factor() == 1 {
+                "full round trip (RTT), microseconds"
+            } else {
+                "half round trip (RTT/2), microseconds"
+            }),
+            ..ctx
+        }
+    }
+
+    fn table(&self, role: Role) -> Option<Box<dyn Report>> {
+        (role == Role::Client).then(|| Box::new(LatTable::new(io::stdout())) as Box<dyn Report>)
+    }
+
+    fn prepare(&mut self, side: &Side, size: u64) -> anyhow::Result<()> {
+        match self.op() {
+            // Zero before the barrier: the peer writes as soon as it has
+            // the barrier's answer.
+            LatOp::WritePingPong => side.zero(0, size),
+            LatOp::Read if side.layout().initiates => side.zero_working(),
+            LatOp::Read => Ok(()),
+        }
+    }
+
+    fn run_size(&mut self, ctx: SizeCtx<'_>) -> anyhow::Result<Option<LatOutcome>> {
+        let op = self.op();
+        let SizeCtx {
+            side,
+            remote,
+            size,
+            role,
+            timeout,
+            ch,
+        } = ctx;
+        if op == LatOp::Read && role == Role::Server {
+            return Ok(None);
+        }
+        let until = match (self.cfg.duration, role) {
+            (None, _) => Until::Iterations(self.cfg.iters),
+            (Some(d), Role::Client) => Until::Duration {
+                total: Duration::try_from_secs_f64(d.seconds).context("-D/--duration")?,
+                margin: Duration::try_from_secs_f64(d.margin).context("-f/--margin")?,
+            },
+            (Some(_), Role::Server) => Until::PeerSaysStop,
+        };
+        self.rec.reset();
+        let inline = size <= u64::from(self.cfg.inline_size);
+        let (clock, rec) = (&self.clock, &mut self.rec);
+        let run = |ch: Option<&Channel>, rec: &mut LatRecorder| {
+            SizeRun {
+                op,
+                side,
+                remote: &remote[0],
+                size,
+                inline,
+                role,
+                until,
+                timeout,
+                ch,
+                rec,
+            }
+            .run(clock)
+        };
+        let (count, rate) = match op {
+            // The write ping-pong keeps the peer busy: no heartbeat thread
+            // beside the measured loop.
+            LatOp::WritePingPong => run(Some(&*ch), rec)?,
+            // The reader's peer is passive, waiting on the control channel.
+            LatOp::Read => ch.with_heartbeat(|| run(None, rec))??,
+        };
+        self.rate = rate;
+        if op == LatOp::Read {
+            let bytes_checked = side.check_pattern(0, std::iter::once(0..size))?;
+            self.check = Some(DataCheck { bytes_checked });
+        }
+        Ok(Some(LatOutcome { round_trips: count }))
+    }
+
+    fn shown(
+        &mut self,
+        role: Role,
+        size: u64,
+        mine: Option<&LatOutcome>,
+        peer: Option<LatOutcome>,
+    ) -> anyhow::Result<Option<Shown>> {
+        if role == Role::Server {
+            if let (Some(m), Some(p)) = (mine, peer)
+                && m.round_trips != p.round_trips
+            {
+                anyhow::bail!(
+                    "client counted {} round trips, the server answered {}",
+                    p.round_trips,
+                    m.round_trips
+                );
+            }
+            match (mine, peer) {
+                (Some(m), _) => eprintln!(
+                    "{}: {size} B: answered {} round trips",
+                    self.spec, m.round_trips
+                ),
+                (None, Some(p)) => eprintln!(
+                    "{}: {size} B: the client did {} reads",
+                    self.spec, p.round_trips
+                ),
+                (None, None) => {}
+            }
+            return Ok(None);
+        }
+        self.clock.check_drift(self.rate);
+        let stats = self.rec.stats_per(size, self.spec.rtt_factor());
+        if self.report_histogram {
+            self.dumps.push((size, self.rec.samples().to_vec()));
+        }
+        if let Some(max) = self.max_latency {
+            self.verdicts.push(VerdictRecord::Latency(lat_verdict(
+                &stats,
+                self.percentile,
+                max,
+            )));
+        }
+        Ok(Some(Shown {
+            figures: Figures::Lat(stats),
+            peer_result: None,
+            histogram: self.json_histogram.then(|| self.rec.histogram_base64()),
+            data_check: self.check.take(),
+            clock: Some(self.clock.record(self.rate)),
+        }))
+    }
+
+    fn after_table(&mut self, out: &mut Output) -> io::Result<()> {
+        let rtt_factor = self.spec.rtt_factor();
+        let dumps = std::mem::take(&mut self.dumps);
+        out.dump(|w| {
+            for (bytes, samples) in &dumps {
+                dump_samples(w, *bytes, samples, rtt_factor)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn verdicts(&mut self, _side: &Side) -> Vec<VerdictRecord> {
+        std::mem::take(&mut self.verdicts)
     }
 }

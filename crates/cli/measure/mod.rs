@@ -1,6 +1,159 @@
-//! The measured loops, behind one trait ([`crate::runner::Measure`]): the
-//! bandwidth loop generic over the operation ([`bw`]) and the latency
-//! loops ([`lat`]).
+//! What differs between tests, behind one trait: [`Measure`] says what a
+//! side creates, what it does before a size's barrier, how it measures a
+//! size and what it shows of it. The runner ([`crate::runner`]) does
+//! everything else. The implementations are per metric and run the loops
+//! of this module for the spec's verb: [`bw::BwMeasure`] (the bandwidth
+//! loop, generic over the operation) and [`lat::LatMeasure`] (the write
+//! ping-pong and the one-sided read loop).
+
+use std::io::{self, Write};
+use std::time::Duration;
+
+use engine::bw::BwResult;
+use engine::clock::ClockRecord;
+use engine::config::TestConfig;
+use engine::report::{DataCheck, Figures, Report, RunContext, VerdictRecord};
+use engine::spec::TestSpec;
+use engine::wire::QpInfo;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::UsageError;
+use crate::args::Cli;
+use crate::oob::Channel;
+use crate::output::Output;
+use crate::setup::Port;
+use crate::side::{Layout, Side};
 
 pub mod bw;
 pub mod lat;
+
+/// Which side of the test this process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Connects, configures the test, goes first.
+    Client,
+    /// Listens, runs what the client asks.
+    Server,
+}
+
+impl Role {
+    /// `client` or `server`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Client => "client",
+            Self::Server => "server",
+        }
+    }
+}
+
+/// What the runner asks of one size on one side.
+#[derive(Debug)]
+pub struct SizeCtx<'a> {
+    /// This side's resources, connected.
+    pub side: &'a Side,
+    /// The peer's QPs.
+    pub remote: &'a [QpInfo],
+    /// Message size.
+    pub size: u64,
+    /// This side.
+    pub role: Role,
+    /// Bound on every wait for the peer.
+    pub timeout: Duration,
+    /// The control channel (heartbeats; peeked by a ping-pong server).
+    pub ch: &'a mut Channel,
+}
+
+/// What a side shows of one size.
+#[derive(Debug)]
+pub struct Shown {
+    /// The figures.
+    pub figures: Figures,
+    /// The peer's own figures, when reported.
+    pub peer_result: Option<BwResult>,
+    /// The encoded histogram (`--json-histogram`).
+    pub histogram: Option<String>,
+    /// The data check, when the test has one.
+    pub data_check: Option<DataCheck>,
+    /// The clock the figures were converted with (latency).
+    pub clock: Option<ClockRecord>,
+}
+
+/// What differs between tests; the runner does the rest.
+pub trait Measure: Sized {
+    /// The configuration the client sends.
+    type Config: TestConfig;
+    /// What a side sends its peer after a size.
+    type Outcome: Serialize + DeserializeOwned;
+
+    /// The client's configuration from its flags.
+    ///
+    /// # Errors
+    /// A usage error naming the flag.
+    fn client_config(spec: TestSpec, cli: &Cli) -> Result<Self::Config, UsageError>;
+    /// The test's state on one side (the clock is resolved here, before
+    /// any device is opened).
+    ///
+    /// # Errors
+    /// Usage errors of the test's own flags.
+    fn new(spec: TestSpec, cli: &Cli, cfg: Self::Config, role: Role) -> anyhow::Result<Self>;
+    /// The configuration.
+    fn config(&self) -> &Self::Config;
+    /// The configuration, to set what the device decides (`-o`).
+    fn config_mut(&mut self) -> &mut Self::Config;
+    /// Server: whether the client's offer of `qps` QPs fits the test.
+    ///
+    /// # Errors
+    /// The reason, for the client.
+    fn check_offer(&self, qps: usize) -> Result<(), String>;
+    /// What this side creates.
+    fn layout(&self, role: Role) -> Layout;
+    /// Called once the port is open, before the side is created.
+    fn on_port(&mut self, _port: &Port) {}
+    /// Creates this side's resources.
+    ///
+    /// # Errors
+    /// Usage and device errors.
+    fn create_side(&mut self, port: Port, role: Role) -> anyhow::Result<Side> {
+        Side::create(port, &self.layout(role))
+    }
+    /// The test's own banner lines.
+    fn banner(&self, role: Role, e: &mut dyn Write, outs: u32);
+    /// What the context of the reports adds for this test.
+    fn context(&self, ctx: RunContext) -> RunContext;
+    /// The table this side prints on stdout, if any.
+    fn table(&self, role: Role) -> Option<Box<dyn Report>>;
+    /// Before a size's start barrier (a ping-pong zeroes its flags here:
+    /// after the barrier the peer may already have written).
+    ///
+    /// # Errors
+    /// Device-memory errors.
+    fn prepare(&mut self, side: &Side, size: u64) -> anyhow::Result<()>;
+    /// This side's part of one size; `None` when it measures nothing.
+    ///
+    /// # Errors
+    /// Failed operations, a silent peer.
+    fn run_size(&mut self, ctx: SizeCtx<'_>) -> anyhow::Result<Option<Self::Outcome>>;
+    /// What this side shows of the size, from both outcomes.
+    ///
+    /// # Errors
+    /// Outcomes that contradict each other.
+    fn shown(
+        &mut self,
+        role: Role,
+        size: u64,
+        mine: Option<&Self::Outcome>,
+        peer: Option<Self::Outcome>,
+    ) -> anyhow::Result<Option<Shown>>;
+    /// After the table: raw dumps.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn after_table(&mut self, _out: &mut Output) -> io::Result<()> {
+        Ok(())
+    }
+    /// The verdicts of the run.
+    fn verdicts(&mut self, _side: &Side) -> Vec<VerdictRecord> {
+        Vec::new()
+    }
+}

@@ -284,6 +284,47 @@ impl BwConfig {
     }
 }
 
+/// What every test configuration has, whatever the test measures; the
+/// session runner needs only this of it.
+pub trait TestConfig: Serialize + serde::de::DeserializeOwned + Clone {
+    /// Checks every limit that does not depend on the device.
+    ///
+    /// # Errors
+    /// The first violated limit, naming its flag.
+    fn validate(&self) -> Result<(), ConfigError>;
+    /// The message sizes, in order.
+    fn sizes(&self) -> &[u64];
+    /// The requested path MTU.
+    fn mtu(&self) -> Option<u32>;
+    /// Outstanding reads asked for (0: the device's maximum, or none).
+    fn outs(&self) -> u32;
+    /// Sets the outstanding reads (once the device is known).
+    fn set_outs(&mut self, outs: u32);
+    /// The configuration as the reports show it.
+    fn record(&self) -> crate::report::ConfigRecord;
+}
+
+impl TestConfig for BwConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        BwConfig::validate(self)
+    }
+    fn sizes(&self) -> &[u64] {
+        &self.sizes
+    }
+    fn mtu(&self) -> Option<u32> {
+        self.mtu
+    }
+    fn outs(&self) -> u32 {
+        self.outs
+    }
+    fn set_outs(&mut self, outs: u32) {
+        self.outs = outs;
+    }
+    fn record(&self) -> crate::report::ConfigRecord {
+        crate::report::ConfigRecord::Bw(self.clone())
+    }
+}
+
 /// Bytes a side registers: a target area per QP, plus a source area per
 /// QP when it sends.
 pub fn memory_for(area: u64, qps: u32, sends: bool) -> u64 {

@@ -87,6 +87,27 @@ impl LatConfig {
     }
 }
 
+impl crate::config::TestConfig for LatConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        LatConfig::validate(self)
+    }
+    fn sizes(&self) -> &[u64] {
+        &self.sizes
+    }
+    fn mtu(&self) -> Option<u32> {
+        self.mtu
+    }
+    fn outs(&self) -> u32 {
+        self.outs
+    }
+    fn set_outs(&mut self, outs: u32) {
+        self.outs = outs;
+    }
+    fn record(&self) -> crate::report::ConfigRecord {
+        crate::report::ConfigRecord::Lat(self.clone())
+    }
+}
+
 /// Lowest value the histogram tells apart, nanoseconds.
 const HIST_LOW_NS: u64 = 1;
 /// Highest value the histogram tracks, nanoseconds (60 s); larger round

@@ -584,31 +584,10 @@ impl QueuePair {
             return Err(refused(why));
         }
         self.check_inline(true, batch.max_inline)?;
-        let n = batch.wrs.len();
-        // The batch's invariant: `sges` has one entry per request.
-        assert_eq!(n, batch.sges.len(), "send batch out of step");
-        let sges = batch.sges.as_mut_ptr();
-        let wrs = batch.wrs.as_mut_ptr();
-        for i in 0..n {
-            let next = if i + 1 < n {
-                wrs.wrapping_add(i + 1)
-            } else {
-                std::ptr::null_mut()
-            };
-            // SAFETY: `i < n`, the length of both vectors (asserted above),
-            // so `wrs.add(i)` and `sges.add(i)` are in bounds of their
-            // initialised elements; `wrs` and `sges` come from `as_mut_ptr`
-            // of distinct vectors borrowed mutably through `batch`, and no
-            // other access to them happens while these pointers are used.
-            unsafe {
-                let wr = &mut *wrs.add(i);
-                wr.sg_list = sges.add(i);
-                wr.next = next;
-            }
-        }
+        let wrs = link_list(&mut batch.wrs, &mut batch.sges);
         let mut bad = std::ptr::null_mut();
         // SAFETY: valid QP; `wrs` heads a list of `n` requests, request `i`
-        // linked to `i + 1` and the last to null (the loop above), each
+        // linked to `i + 1` and the last to null (`link_list`), each
         // pointing at its own initialised SGE; all live in `batch`, borrowed
         // across the call, which copies them before returning. Every
         // request passed the checks `post_send` makes (`refusal` and inline
@@ -672,28 +651,10 @@ impl QueuePair {
         if batch.is_empty() {
             return Ok(());
         }
-        let n = batch.wrs.len();
-        // The batch's invariant: `sges` has one entry per receive.
-        assert_eq!(n, batch.sges.len(), "receive batch out of step");
-        let sges = batch.sges.as_mut_ptr();
-        let wrs = batch.wrs.as_mut_ptr();
-        for i in 0..n {
-            let next = if i + 1 < n {
-                wrs.wrapping_add(i + 1)
-            } else {
-                std::ptr::null_mut()
-            };
-            // SAFETY: as in `post_batch`: `i < n` = both lengths, distinct
-            // vectors borrowed mutably through `batch`.
-            unsafe {
-                let wr = &mut *wrs.add(i);
-                wr.sg_list = sges.add(i);
-                wr.next = next;
-            }
-        }
+        let wrs = link_list(&mut batch.wrs, &mut batch.sges);
         let mut bad = std::ptr::null_mut();
-        // SAFETY: valid QP; a null-terminated list of `n` receives linked
-        // above, each pointing at its own initialised SGE (`num_sge` 0 for
+        // SAFETY: valid QP; a null-terminated list of the batch's receives
+        // linked by `link_list`, each pointing at its own initialised SGE (`num_sge` 0 for
         // an empty one), alive in `batch` across the call, which copies
         // them; the caller upholds the memory contract for each.
         let rc = unsafe { ffi::ibv_post_recv(self.as_raw(), wrs, &mut bad) };
@@ -761,6 +722,53 @@ fn check_rd_atomic(
         }
     }
     Ok(())
+}
+
+/// A work request libibverbs chains through `next`, with its SGE list.
+trait Chained {
+    fn set_links(&mut self, sge: *mut ffi::ibv_sge, next: *mut Self);
+}
+
+impl Chained for ffi::ibv_send_wr {
+    fn set_links(&mut self, sge: *mut ffi::ibv_sge, next: *mut Self) {
+        self.sg_list = sge;
+        self.next = next;
+    }
+}
+
+impl Chained for ffi::ibv_recv_wr {
+    fn set_links(&mut self, sge: *mut ffi::ibv_sge, next: *mut Self) {
+        self.sg_list = sge;
+        self.next = next;
+    }
+}
+
+/// Points request `i` of `wrs` at SGE `i` of `sges` and at request `i + 1`
+/// (the last at null), and returns the head of that list. Every pointer
+/// comes from the one `as_mut_ptr` of each slice, which this call borrows
+/// exclusively, so the list is valid while both stay borrowed and
+/// unmoved (across the post that reads it).
+///
+/// # Panics
+/// When the two slices differ in length (a batch out of step).
+fn link_list<W: Chained>(wrs: &mut [W], sges: &mut [ffi::ibv_sge]) -> *mut W {
+    assert_eq!(wrs.len(), sges.len(), "work request batch out of step");
+    let n = wrs.len();
+    let w = wrs.as_mut_ptr();
+    let s = sges.as_mut_ptr();
+    for i in 0..n {
+        let next = if i + 1 < n {
+            w.wrapping_add(i + 1)
+        } else {
+            std::ptr::null_mut()
+        };
+        // SAFETY: `i < n`, the length of both slices (asserted above), so
+        // `w.add(i)` and `s.add(i)` are in bounds of initialised elements;
+        // both slices are borrowed exclusively by this call and reached only
+        // through `w` and `s` while it runs.
+        unsafe { (*w.add(i)).set_links(s.add(i), next) }
+    }
+    w
 }
 
 #[cold]
