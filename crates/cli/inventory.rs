@@ -42,9 +42,9 @@ fn describe(name: &str, only_port: Option<u8>) -> Result<DeviceListing, verbs::E
             active_mtu: attr.active_mtu.bytes(),
             max_mtu: attr.max_mtu.bytes(),
             lid: attr.lid,
-            lanes: attr.lanes(),
-            speed: attr.lane_speed().map(|(name, _)| name.to_owned()),
-            rate_gbps: attr.rate_gbps(),
+            lanes: engine::link::lanes(attr.active_width),
+            speed: engine::link::lane_speed(attr.active_speed).map(|(name, _)| name.to_owned()),
+            rate_gbps: engine::link::width_speed_gbps(attr.active_width, attr.active_speed),
             gids: gids
                 .iter()
                 .filter(|g| g.port == p)

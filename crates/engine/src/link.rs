@@ -94,6 +94,42 @@ impl LinkRate {
     }
 }
 
+/// Number of lanes of a port's raw `active_width` (1 = 1X, 2 = 4X, 4 = 8X,
+/// 8 = 12X, 16 = 2X), if known.
+pub fn lanes(active_width: u8) -> Option<u32> {
+    match active_width {
+        1 => Some(1),
+        2 => Some(4),
+        4 => Some(8),
+        8 => Some(12),
+        16 => Some(2),
+        _ => None,
+    }
+}
+
+/// Speed name and data rate per lane in Gb/s of a port's raw
+/// `active_speed` (1 SDR, 2 DDR, 4 QDR, 8 FDR10, 16 FDR, 32 EDR, 64 HDR,
+/// 128 NDR), if known.
+pub fn lane_speed(active_speed: u8) -> Option<(&'static str, f64)> {
+    match active_speed {
+        1 => Some(("SDR", 2.5)),
+        2 => Some(("DDR", 5.0)),
+        4 => Some(("QDR", 10.0)),
+        8 => Some(("FDR10", 10.0)),
+        16 => Some(("FDR", 14.0)),
+        32 => Some(("EDR", 25.0)),
+        64 => Some(("HDR", 50.0)),
+        128 => Some(("NDR", 100.0)),
+        _ => None,
+    }
+}
+
+/// Data rate in Gb/s (lanes × per-lane rate) of raw width and speed, if
+/// both are known.
+pub fn width_speed_gbps(active_width: u8, active_speed: u8) -> Option<f64> {
+    Some(f64::from(lanes(active_width)?) * lane_speed(active_speed)?.1)
+}
+
 /// Parses the kernel's rate text, e.g. `400 Gb/sec (4X NDR)` → 400.0 or
 /// `2.5 Gb/sec (1X SDR)` → 2.5. Surrounding whitespace is ignored; the
 /// part after `Gb/sec` is kept in [`LinkRate::text`] but not interpreted.
@@ -477,6 +513,16 @@ impl Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn width_and_speed_codes_give_ibstat_rates() {
+        assert_eq!(width_speed_gbps(2, 128), Some(400.0), "4X NDR");
+        assert_eq!(width_speed_gbps(16, 64), Some(100.0), "2X HDR");
+        assert_eq!(width_speed_gbps(1, 8), Some(10.0), "1X FDR10 (rxe)");
+        assert_eq!(lane_speed(32), Some(("EDR", 25.0)));
+        assert_eq!(lanes(3), None);
+        assert_eq!(width_speed_gbps(2, 0), None);
+    }
 
     fn rate(text: &str) -> LinkRate {
         parse_rate(text).unwrap()

@@ -7,9 +7,7 @@ use serde::Serialize;
 
 use crate::gid::{self, GidKind};
 
-/// Version of the JSON objects written by [`JsonLines`]; bumped when a
-/// field changes meaning or disappears.
-pub const SCHEMA_VERSION: u32 = 1;
+pub use crate::report::SCHEMA_VERSION;
 
 /// One device.
 #[derive(Debug, Clone, PartialEq, Serialize)]

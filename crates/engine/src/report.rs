@@ -15,8 +15,8 @@ use crate::lat::{LatConfig, LatStats, LatVerdict};
 use crate::link::Verdict;
 use crate::wire::SideInfo;
 
-/// Version of the JSON result objects; bumped when a field changes
-/// meaning or goes away.
+/// Version of every JSON object rdmaperf writes (results, verdicts, the
+/// device listing); bumped when a field changes meaning or goes away.
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// A side as the reports describe it.

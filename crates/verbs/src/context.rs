@@ -607,38 +607,6 @@ pub struct PortAttributes {
 }
 
 impl PortAttributes {
-    /// Number of lanes from `active_width`, if known.
-    pub fn lanes(&self) -> Option<u32> {
-        match self.active_width {
-            1 => Some(1),
-            2 => Some(4),
-            4 => Some(8),
-            8 => Some(12),
-            16 => Some(2),
-            _ => None,
-        }
-    }
-
-    /// Speed name and data rate per lane in Gb/s from `active_speed`.
-    pub fn lane_speed(&self) -> Option<(&'static str, f64)> {
-        match self.active_speed {
-            1 => Some(("SDR", 2.5)),
-            2 => Some(("DDR", 5.0)),
-            4 => Some(("QDR", 10.0)),
-            8 => Some(("FDR10", 10.0)),
-            16 => Some(("FDR", 14.0)),
-            32 => Some(("EDR", 25.0)),
-            64 => Some(("HDR", 50.0)),
-            128 => Some(("NDR", 100.0)),
-            _ => None,
-        }
-    }
-
-    /// Data rate in Gb/s (lanes × per-lane rate), if both are known.
-    pub fn rate_gbps(&self) -> Option<f64> {
-        Some(f64::from(self.lanes()?) * self.lane_speed()?.1)
-    }
-
     /// Whether the port is ready for traffic.
     pub fn is_active(&self) -> bool {
         matches!(self.state, PortState::Active | PortState::ActiveDefer)
