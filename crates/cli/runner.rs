@@ -24,7 +24,7 @@ use crate::args::{Cli, Parsed};
 pub use crate::measure::Role;
 use crate::measure::bw::BwMeasure;
 use crate::measure::lat::LatMeasure;
-use crate::measure::{Measure, Shown, SizeCtx};
+use crate::measure::{BannerPart, Measure, Shown, SizeCtx};
 use crate::oob::Channel;
 use crate::output::Output;
 use crate::session::{
@@ -117,7 +117,7 @@ fn banner<M: Measure>(
         role.name()
     );
     let _ = writeln!(e, " Device          : {}", port.ctx.name());
-    m.banner(role, &mut e, outs);
+    m.banner(role, BannerPart::Head, &mut e, outs);
     let _ = writeln!(e, " Mtu             : {}[B]", mtu.bytes());
     let _ = writeln!(e, " Link type       : {}", port.attr.link_layer);
     match port.gid_index {
@@ -128,6 +128,7 @@ fn banner<M: Measure>(
             let _ = writeln!(e, " GID index       : none");
         }
     }
+    m.banner(role, BannerPart::Tail, &mut e, outs);
     let _ = writeln!(e, "{RESULT_LINE}");
     if spec.metric == Metric::Bw {
         for (label, qps) in [("local", local), ("remote", remote)] {

@@ -101,8 +101,10 @@ pub struct Side {
     region: Arc<MemoryRegion>,
     psns: Vec<u32>,
     layout: Layout,
-    /// The device's `max_qp_rd_atom`.
+    /// The device's `max_qp_rd_atom` (reads a QP may serve at once).
     pub max_rd_atom: u32,
+    /// The device's `max_qp_init_rd_atom` (reads a QP may have in flight).
+    pub max_init_rd_atom: u32,
     /// Device and port.
     pub port: Port,
 }
@@ -177,6 +179,7 @@ impl Side {
             region,
             layout: *layout,
             max_rd_atom: u32::try_from(dev.max_qp_rd_atom).unwrap_or(0),
+            max_init_rd_atom: u32::try_from(dev.max_qp_init_rd_atom).unwrap_or(0),
             port,
         };
         if layout.access.remote_read {
@@ -236,7 +239,13 @@ impl Side {
                 self.qps.len()
             );
         }
-        let outs = u8::try_from(outs.max(1)).unwrap_or(u8::MAX);
+        // Each side's limit as initiator and as responder (devices report
+        // both; 0 means unreported).
+        let clamp = |limit: u32| {
+            let n = if limit == 0 { outs } else { outs.min(limit) };
+            u8::try_from(n.max(1)).unwrap_or(u8::MAX)
+        };
+        let (init, dest) = (clamp(self.max_init_rd_atom), clamp(self.max_rd_atom));
         for (q, qp) in self.qps.iter_mut().enumerate() {
             let r = &remote[q];
             if r.len < self.layout.area || r.addr.checked_add(r.len).is_none() {
@@ -255,8 +264,8 @@ impl Side {
                 mtu,
                 psn: self.psns[q],
                 access: qp_access(self.layout.access),
-                max_rd_atomic: outs,
-                max_dest_rd_atomic: outs,
+                max_rd_atomic: init,
+                max_dest_rd_atomic: dest,
                 ..ConnectOptions::default()
             };
             let ep = Endpoint {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use engine::bw::Measurement;
-use engine::config::{BwConfig, ring_offset};
+use engine::config::{BwConfig, ring_offset, ring_slots};
 use engine::sched::{BwScheduler, DurationWindow, Timeline, Window, wr_id, wr_id_qp};
 use engine::wire::QpInfo;
 use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendBatch, SendWr, WorkCompletion};
@@ -21,12 +21,11 @@ use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendBatch, SendWr, Wo
 use std::io::{self, Write};
 
 use engine::bw::{BwResult, Table, Unit};
-use engine::config::{CACHE_LINE, RING_BYTES};
 use engine::link::{self, CounterSnapshot, ExpectRate, LinkRate, VerdictInput};
 use engine::report::{DataCheck, Figures, Report, RunContext, VerdictRecord};
 use engine::spec::{TestSpec, Verb};
 
-use super::{Measure, Role, Shown, SizeCtx};
+use super::{BannerPart, Measure, Role, Shown, SizeCtx};
 use crate::UsageError;
 use crate::args::Cli;
 use crate::setup::Port;
@@ -381,17 +380,11 @@ impl BwMeasure {
     /// The data check of a read: every ring slot the size's reads landed
     /// in holds the peer's pattern.
     fn check_reads(&self, side: &Side, size: u64, per_qp: u64) -> anyhow::Result<DataCheck> {
-        let (stride, slots) = if size > RING_BYTES / 2 {
-            (0, 1)
-        } else {
-            let stride = size.div_ceil(CACHE_LINE) * CACHE_LINE;
-            (stride, RING_BYTES / stride)
-        };
-        let touched = slots.min(per_qp.max(1));
+        let touched = ring_slots(size).min(per_qp.max(1));
         let mut bytes_checked = 0;
         for q in 0..side.qps.len() {
-            bytes_checked +=
-                side.check_pattern(q, (0..touched).map(|i| i * stride..i * stride + size))?;
+            let slots = (0..touched).map(|i| ring_offset(size, i)..ring_offset(size, i) + size);
+            bytes_checked += side.check_pattern(q, slots)?;
         }
         Ok(DataCheck { bytes_checked })
     }
@@ -473,19 +466,22 @@ impl Measure for BwMeasure {
         }
     }
 
-    fn banner(&self, role: Role, e: &mut dyn Write, outs: u32) {
+    fn banner(&self, role: Role, part: BannerPart, e: &mut dyn Write, outs: u32) {
         let c = &self.cfg;
-        let _ = writeln!(
-            e,
-            " Number of qps   : {}\t\tThreads        : {}",
-            c.qps, c.threads
-        );
-        let _ = writeln!(e, " Connection type : RC\t\tUsing SRQ      : OFF");
-        if self.initiates(role) {
-            let _ = writeln!(e, " TX depth        : {}", c.tx_depth);
+        if part == BannerPart::Head {
+            let _ = writeln!(
+                e,
+                " Number of qps   : {}\t\tThreads        : {}",
+                c.qps, c.threads
+            );
+            let _ = writeln!(e, " Connection type : RC\t\tUsing SRQ      : OFF");
+            if self.initiates(role) {
+                let _ = writeln!(e, " TX depth        : {}", c.tx_depth);
+            }
+            let _ = writeln!(e, " CQ Moderation   : {}", c.cq_mod);
+            let _ = writeln!(e, " Post list       : {}", c.post_list);
+            return;
         }
-        let _ = writeln!(e, " CQ Moderation   : {}", c.cq_mod);
-        let _ = writeln!(e, " Post list       : {}", c.post_list);
         if self.spec.uses_outstanding_reads() {
             let _ = writeln!(e, " Outstand reads  : {outs}");
         } else {

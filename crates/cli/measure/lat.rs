@@ -34,7 +34,7 @@ use engine::report::{DataCheck, Figures, Report, RunContext, VerdictRecord};
 use engine::spec::{TestSpec, Verb};
 use serde::{Deserialize, Serialize};
 
-use super::{Measure, Role, Shown, SizeCtx};
+use super::{BannerPart, Measure, Role, Shown, SizeCtx};
 use crate::UsageError;
 use crate::args::Cli;
 use crate::clock::{Clock, MonotonicTicks, Ticks, TscTicks};
@@ -493,8 +493,11 @@ impl Measure for LatMeasure {
         }
     }
 
-    fn banner(&self, role: Role, e: &mut dyn Write, outs: u32) {
-        let _ = writeln!(e, " Connection type : RC\t\tUsing SRQ      : OFF");
+    fn banner(&self, role: Role, part: BannerPart, e: &mut dyn Write, outs: u32) {
+        if part == BannerPart::Head {
+            let _ = writeln!(e, " Connection type : RC\t\tUsing SRQ      : OFF");
+            return;
+        }
         if self.spec.uses_outstanding_reads() {
             let _ = writeln!(e, " Outstand reads  : {outs}");
         } else {

@@ -47,6 +47,15 @@ impl Role {
     }
 }
 
+/// Where in the banner a test's lines go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BannerPart {
+    /// After ` Device          :`.
+    Head,
+    /// After ` GID index       :`.
+    Tail,
+}
+
 /// What the runner asks of one size on one side.
 #[derive(Debug)]
 pub struct SizeCtx<'a> {
@@ -117,8 +126,10 @@ pub trait Measure: Sized {
     fn create_side(&mut self, port: Port, role: Role) -> anyhow::Result<Side> {
         Side::create(port, &self.layout(role))
     }
-    /// The test's own banner lines.
-    fn banner(&self, role: Role, e: &mut dyn Write, outs: u32);
+    /// The test's own banner lines: the [`BannerPart::Head`] after the
+    /// device line, the [`BannerPart::Tail`] after the GID index (perftest's
+    /// order).
+    fn banner(&self, role: Role, part: BannerPart, e: &mut dyn Write, outs: u32);
     /// What the context of the reports adds for this test.
     fn context(&self, ctx: RunContext) -> RunContext;
     /// The table this side prints on stdout, if any.

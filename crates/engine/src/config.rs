@@ -351,9 +351,22 @@ pub fn ring_offset(size: u64, i: u64) -> u64 {
     if size > RING_BYTES / 2 {
         return 0;
     }
-    let stride = size.div_ceil(CACHE_LINE) * CACHE_LINE;
-    let slots = RING_BYTES / stride;
-    (i % slots) * stride
+    (i % ring_slots(size)) * ring_stride(size)
+}
+
+/// How many distinct slots messages of `size` cycle through
+/// ([`ring_offset`]): 1 above half the ring.
+pub fn ring_slots(size: u64) -> u64 {
+    if size > RING_BYTES / 2 {
+        1
+    } else {
+        RING_BYTES / ring_stride(size)
+    }
+}
+
+/// Distance between two ring slots: the size rounded up to a cache line.
+fn ring_stride(size: u64) -> u64 {
+    size.div_ceil(CACHE_LINE).max(1) * CACHE_LINE
 }
 
 /// Parses a byte count with an optional binary suffix: `65536`, `64K`,
@@ -556,7 +569,7 @@ mod tests {
         assert_eq!(ring_offset(65536, 5), 0);
         for i in 0..1000 {
             let off = ring_offset(1000, i);
-            assert!(off + 1000 <= RING_BYTES && off % CACHE_LINE == 0);
+            assert!(off + 1000 <= RING_BYTES && off.is_multiple_of(CACHE_LINE));
         }
     }
 }

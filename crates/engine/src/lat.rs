@@ -680,7 +680,7 @@ mod tests {
             .map(|_| {
                 let r = rng.next();
                 let mut v = 1500 + r % 3000;
-                if r % 100 == 0 {
+                if r.is_multiple_of(100) {
                     v += (r >> 20) % 100_000;
                 }
                 v

@@ -413,7 +413,7 @@ mod tests {
         // The device completes slowly (1 per poll): the window must hold.
         let done = simulate(window(Some(5000), 128, 100, 1), 2, 1, None);
         assert_eq!(done, vec![5000, 5000]);
-        let done = simulate(window(Some(1000), 16, 16, 1), 1, 0usize.max(1), None);
+        let done = simulate(window(Some(1000), 16, 16, 1), 1, 1, None);
         assert_eq!(done, vec![1000]);
     }
 
