@@ -61,7 +61,7 @@ fn port_zero_is_a_usage_error() {
 
 #[test]
 fn bad_test_flags_exit_2_naming_the_flag_before_touching_a_device() {
-    let cases: [(&str, &[&str], &str); 7] = [
+    let cases: [(&str, &[&str], &str); 11] = [
         ("write_bw", &["-s", "0", "127.0.0.1"], "--size"),
         ("write_bw", &["-t", "0", "127.0.0.1"], "--tx-depth"),
         ("write_bw", &["-a", "-D", "5", "127.0.0.1"], "--duration"),
@@ -73,6 +73,11 @@ fn bad_test_flags_exit_2_naming_the_flag_before_touching_a_device() {
             "--percentile",
         ),
         ("write_lat", &["--clock", "rdtsc", "127.0.0.1"], "--clock"),
+        // A flag of another test is refused, named, before the device.
+        ("read_lat", &["-Q", "4", "127.0.0.1"], "-Q/--cq-mod"),
+        ("read_bw", &["-I", "64", "127.0.0.1"], "-I/--inline-size"),
+        ("write_bw", &["-o", "4", "127.0.0.1"], "-o/--outs"),
+        ("read_bw", &["-o", "0", "127.0.0.1"], "--outs"),
     ];
     for (bin, args, flag) in cases {
         let out = run(bin, args);
