@@ -131,7 +131,11 @@ impl Channel {
             match wire::read_message(&mut self.stream) {
                 Ok(Message::Heartbeat) => continue,
                 Ok(Message::Error { message }) => {
-                    bail!("peer {} reported an error: {message}", self.peer)
+                    bail!(
+                        "peer {} reported an error: {}",
+                        self.peer,
+                        wire::printable(&message, wire::MAX_PEER_TEXT)
+                    )
                 }
                 Ok(msg) => return Ok(msg),
                 Err(e) => return Err(self.describe(e, &format!("waiting for {waiting_for}"))),

@@ -148,7 +148,10 @@ pub fn server_hello<C: DeserializeOwned>(
             if asked != test {
                 return Err(reject(
                     ch,
-                    format!("this server runs {test}, the client asked for {asked:?}"),
+                    format!(
+                        "this server runs {test}, the client asked for {:?}",
+                        engine::wire::printable(&asked, 64)
+                    ),
                 ));
             }
             let config: C = match serde_json::from_value(config) {
@@ -223,7 +226,10 @@ pub fn progress(msg: &str) {
 /// The error for an unexpected message (a `Reject` carries its reason).
 pub fn expect_msg(got: Message, want: &str) -> anyhow::Error {
     match got {
-        Message::Reject { reason } => anyhow!("the peer refused the test: {reason}"),
+        Message::Reject { reason } => anyhow!(
+            "the peer refused the test: {}",
+            engine::wire::printable(&reason, engine::wire::MAX_PEER_TEXT)
+        ),
         other => anyhow!("protocol error: expected {want}, got {}", other.name()),
     }
 }

@@ -139,7 +139,7 @@ impl BwResult {
         Self {
             bytes: self.bytes,
             iterations: self.iterations,
-            messages: self.messages + peer.messages,
+            messages: self.messages.saturating_add(peer.messages),
             elapsed_s: self.elapsed_s.max(peer.elapsed_s),
             bw_peak_mib_s: self.bw_peak_mib_s + peer.bw_peak_mib_s,
             bw_avg_mib_s: self.bw_avg_mib_s + peer.bw_avg_mib_s,
@@ -337,5 +337,28 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.lines().count(), 4);
         assert_eq!(text.lines().next().unwrap().len(), 87);
+    }
+}
+
+#[cfg(test)]
+mod peer_values {
+    use super::*;
+
+    #[test]
+    fn combining_with_a_peers_huge_count_saturates_instead_of_panicking() {
+        let mine = BwResult::from_measurement(&Measurement {
+            size: 2,
+            iterations: 10,
+            messages: 10,
+            elapsed_ns: 1_000,
+            peak_msgs_per_sec: None,
+            cpu_ns: 0,
+            wall_ns: 1_000,
+        });
+        let peer = BwResult {
+            messages: u64::MAX,
+            ..mine
+        };
+        assert_eq!(mine.combined(&peer).messages, u64::MAX);
     }
 }

@@ -19,6 +19,13 @@ pub const MAX_CQ_MOD: u32 = 1024;
 pub const MAX_THREADS: u32 = 256;
 /// Fewest iterations (perftest's minimum).
 pub const MIN_ITERS: u64 = 5;
+/// Most iterations per size a configuration may ask for (a peer's value
+/// is bounded before anything runs).
+pub const MAX_ITERS: u64 = 1 << 40;
+/// Longest duration per size, seconds (a day).
+pub const MAX_DURATION_S: f64 = 86_400.0;
+/// Most sizes in one run (the `-a` sweep has 23).
+pub const MAX_SIZES: usize = 64;
 /// Cache line used to align ring slots of small messages.
 pub const CACHE_LINE: u64 = 64;
 /// Ring size for small messages (perftest's page-sized cycle buffer).
@@ -135,6 +142,12 @@ pub fn validate_run(
     if sizes.is_empty() {
         return Err(bad("-s/--size", "no message size given"));
     }
+    if sizes.len() > MAX_SIZES {
+        return Err(bad(
+            "-s/--size",
+            format!("{} sizes; at most {MAX_SIZES}", sizes.len()),
+        ));
+    }
     if let Some(&s) = sizes.iter().find(|&&s| s == 0 || s > MAX_SIZE) {
         return Err(bad(
             "-s/--size",
@@ -142,18 +155,20 @@ pub fn validate_run(
         ));
     }
     match duration {
-        None if iters < MIN_ITERS => {
+        None if !(MIN_ITERS..=MAX_ITERS).contains(&iters) => {
             return Err(bad(
                 "-n/--iters",
-                format!("{iters} iterations; at least {MIN_ITERS}"),
+                format!("{iters} iterations is outside {MIN_ITERS}..={MAX_ITERS}"),
             ));
         }
         None => {}
         Some(d) => {
-            if !(d.seconds.is_finite() && d.seconds > 0.0) {
+            if !(d.seconds.is_finite() && d.seconds > 0.0 && d.seconds <= MAX_DURATION_S) {
                 return Err(bad(
                     "-D/--duration",
-                    "duration must be a positive number of seconds",
+                    format!(
+                        "duration must be a positive number of seconds, at most {MAX_DURATION_S}"
+                    ),
                 ));
             }
             if !(d.margin.is_finite() && d.margin >= 0.0) {
@@ -571,5 +586,39 @@ mod tests {
             let off = ring_offset(1000, i);
             assert!(off + 1000 <= RING_BYTES && off.is_multiple_of(CACHE_LINE));
         }
+    }
+}
+
+#[cfg(test)]
+mod peer_bounds {
+    use super::*;
+
+    #[test]
+    fn a_peer_cannot_ask_for_an_unbounded_run() {
+        let d = BwConfig::default();
+        let e = BwConfig {
+            iters: u64::MAX,
+            ..d.clone()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.flag, "-n/--iters");
+        let e = BwConfig {
+            duration: Some(DurationMode {
+                seconds: 1e20,
+                margin: 1.0,
+            }),
+            ..d.clone()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.flag, "-D/--duration");
+        let e = BwConfig {
+            sizes: vec![2; MAX_SIZES + 1],
+            ..d
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.flag, "-s/--size");
     }
 }

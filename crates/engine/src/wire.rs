@@ -190,6 +190,25 @@ impl Message {
     }
 }
 
+/// Text a peer sent (an error, a reason, a test name), made safe to
+/// print on a terminal: every control character (escape sequences, bells,
+/// newlines) becomes `?`, and beyond `max_chars` characters the rest is
+/// replaced by a count of the bytes left out.
+pub fn printable(text: &str, max_chars: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max_chars * 4));
+    for (n, (i, c)) in text.char_indices().enumerate() {
+        if n == max_chars {
+            out.push_str(&format!("… ({} more bytes)", text.len() - i));
+            break;
+        }
+        out.push(if c.is_control() { '?' } else { c });
+    }
+    out
+}
+
+/// How many characters of a peer's text are shown.
+pub const MAX_PEER_TEXT: usize = 500;
+
 /// Lowercase name of a message kind (`1` → `hello`), or `None` when the
 /// kind is not one this version knows.
 pub fn kind_name(kind: u8) -> Option<&'static str> {
@@ -1206,5 +1225,23 @@ mod tests {
         // Non-ASCII of the right byte length is rejected, not sliced.
         let odd = json.replace("00112233445566778899aabbccddeeff", "ééééééééééééééé00");
         assert!(serde_json::from_str::<QpInfo>(&odd).is_err());
+    }
+}
+
+#[cfg(test)]
+mod peer_text {
+    use super::*;
+
+    #[test]
+    fn peer_text_is_printable_and_capped_before_it_reaches_a_terminal() {
+        assert_eq!(printable("no such device", 64), "no such device");
+        // An escape sequence that would clear the screen, a bell, a NUL.
+        assert_eq!(printable("a\x1b[2Jb\x07c\0d", 64), "a?[2Jb?c?d");
+        assert_eq!(printable("line\nnext\ttab", 64), "line?next?tab");
+        let long = "x".repeat(10_000);
+        let shown = printable(&long, 200);
+        assert!(shown.starts_with(&"x".repeat(200)));
+        assert!(shown.ends_with("… (9800 more bytes)"), "{shown}");
+        assert_eq!(printable("héllo ✓", 64), "héllo ✓");
     }
 }
