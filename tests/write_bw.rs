@@ -349,21 +349,71 @@ fn client_rejects_a_garbage_or_old_version_server_clearly() {
 #[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
 fn server_rejects_garbage_and_oversized_tests_and_says_why() {
     let dev = test_device();
-    // Garbage from a "client".
+    // Connections that are not clients: each is dropped with one line on
+    // stderr, and the server goes on to serve the real client after them.
     let port = free_port();
     let s = server(&dev, port, &["--timeout", "3"]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut sock = loop {
-        match std::net::TcpStream::connect(("127.0.0.1", port)) {
-            Ok(s) => break s,
-            Err(e) if Instant::now() > deadline => panic!("server never listened: {e}"),
-            Err(_) => thread::sleep(Duration::from_millis(50)),
+    let connect = || {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match std::net::TcpStream::connect(("127.0.0.1", port)) {
+                Ok(s) => break s,
+                Err(e) if Instant::now() > deadline => panic!("server never listened: {e}"),
+                Err(_) => thread::sleep(Duration::from_millis(50)),
+            }
         }
     };
-    sock.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
-    let out = s.wait_bounded(Duration::from_secs(20), "server");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("magic"), "{}", text(&out.stderr));
+    let started = Instant::now();
+    // A port probe (nc -z, a health check): connect and close.
+    drop(connect());
+    // Another protocol.
+    connect().write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    // An old protocol version, and a frame claiming 4 GiB.
+    connect()
+        .write_all(&[b'R', b'D', b'P', b'F', 0, 0, 1, 0, 0, 0, 0, 2, b'{', b'}'])
+        .unwrap();
+    connect()
+        .write_all(&[b'R', b'D', b'P', b'F', 0, 1, 1, 0, 0xff, 0xff, 0xff, 0xff])
+        .unwrap();
+    // A peer that trickles a byte a second: cut off at --timeout (3 s)
+    // after it connected, not 3 s after its last byte.
+    let mut trickle = connect();
+    for b in b"RDPF" {
+        if trickle.write_all(&[*b]).is_err() {
+            break;
+        }
+        thread::sleep(Duration::from_secs(1));
+    }
+    let c = client(&dev, port, &["-n", "200"]);
+    let c = c.wait_bounded(Duration::from_secs(60), "client");
+    let out = s.wait_bounded(Duration::from_secs(30), "server");
+    drop(trickle);
+    assert_ok(&c, "client after the probes");
+    assert_ok(&out, "server after the probes");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let err = text(&out.stderr);
+    let dropped: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("dropped a connection from 127.0.0.1"))
+        .collect();
+    assert_eq!(dropped.len(), 5, "{err}");
+    for (i, expect) in [
+        "closed",
+        "magic",
+        "version 0",
+        "exceeds the maximum",
+        "timed out",
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert!(
+            dropped[i].contains(expect),
+            "line {i}: {expect:?} in {}",
+            dropped[i]
+        );
+    }
+    assert_eq!(rows(&text(&out.stdout)).len(), 1, "the real client's row");
 
     // A test above the server's memory cap is refused before registering.
     let (s, c) = pair(&["-q", "4", "-s", "1M", "-n", "5"], &["--max-mem", "1M"]);

@@ -14,6 +14,83 @@ use engine::wire::{self, Message, WireError};
 /// How often a side that is busy measuring tells its peer it is alive.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
 
+/// The server's listening socket.
+#[derive(Debug)]
+pub struct Listener {
+    inner: TcpListener,
+    bind: String,
+    port: u16,
+}
+
+impl Listener {
+    /// Listens on `bind:port`.
+    ///
+    /// # Errors
+    /// When binding fails.
+    pub fn bind(bind: &str, port: u16) -> anyhow::Result<Self> {
+        let inner = TcpListener::bind((bind, port))
+            .with_context(|| format!("cannot listen on {bind}:{port}"))?;
+        inner.set_nonblocking(true)?;
+        Ok(Self {
+            inner,
+            bind: bind.to_owned(),
+            port,
+        })
+    }
+
+    /// The next connection, accepted before `deadline` (`accept_timeout`
+    /// names the bound in the error); its reads and writes are bounded by
+    /// `timeout`.
+    ///
+    /// # Errors
+    /// When no client comes in time, or accepting fails.
+    pub fn accept(
+        &self,
+        deadline: Instant,
+        accept_timeout: Duration,
+        timeout: Duration,
+    ) -> anyhow::Result<Channel> {
+        loop {
+            match self.inner.accept() {
+                Ok((stream, _)) => {
+                    stream.set_nonblocking(false)?;
+                    return Channel::new(stream, timeout);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        bail!(
+                            "no client connected to {}:{} within {accept_timeout:?} (--accept-timeout)",
+                            self.bind,
+                            self.port
+                        );
+                    }
+                    thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(e).context("accepting a client"),
+            }
+        }
+    }
+}
+
+/// Reads from a stream with one deadline for the whole message, however
+/// the peer spreads its bytes: each read waits at most the time left.
+struct Deadlined<'a> {
+    stream: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl io::Read for Deadlined<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream
+            .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
+        io::Read::read(&mut self.stream, buf)
+    }
+}
+
 /// A connected channel with a bound on every read and write.
 #[derive(Debug)]
 pub struct Channel {
@@ -58,39 +135,6 @@ impl Channel {
                 );
             }
             thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Listens on `bind:port` and accepts one client within `accept_timeout`.
-    ///
-    /// # Errors
-    /// When binding fails or no client comes in time.
-    pub fn accept(
-        bind: &str,
-        port: u16,
-        accept_timeout: Duration,
-        timeout: Duration,
-    ) -> anyhow::Result<Self> {
-        let listener = TcpListener::bind((bind, port))
-            .with_context(|| format!("cannot listen on {bind}:{port}"))?;
-        listener.set_nonblocking(true)?;
-        let deadline = Instant::now() + accept_timeout;
-        loop {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    stream.set_nonblocking(false)?;
-                    return Self::new(stream, timeout);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if Instant::now() >= deadline {
-                        bail!(
-                            "no client connected to {bind}:{port} within {accept_timeout:?} (--accept-timeout)"
-                        );
-                    }
-                    thread::sleep(Duration::from_millis(20));
-                }
-                Err(e) => return Err(e).context("accepting a client"),
-            }
         }
     }
 
@@ -140,6 +184,30 @@ impl Channel {
                 Ok(msg) => return Ok(msg),
                 Err(e) => return Err(self.describe(e, &format!("waiting for {waiting_for}"))),
             }
+        }
+    }
+
+    /// Receives the first message of a connection, whole, within
+    /// `timeout` of now (a peer that trickles bytes or says nothing is
+    /// cut off then).
+    ///
+    /// # Errors
+    /// As [`Channel::recv`], the deadline included.
+    pub fn recv_first(&mut self, waiting_for: &str) -> anyhow::Result<Message> {
+        let deadline = Instant::now() + self.timeout;
+        let got = wire::read_message(&mut Deadlined {
+            stream: &self.stream,
+            deadline,
+        });
+        self.stream.set_read_timeout(Some(self.timeout))?;
+        match got {
+            Ok(Message::Error { message }) => bail!(
+                "peer {} reported an error: {}",
+                self.peer,
+                wire::printable(&message, wire::MAX_PEER_TEXT)
+            ),
+            Ok(msg) => Ok(msg),
+            Err(e) => Err(self.describe(e, &format!("waiting for {waiting_for}"))),
         }
     }
 

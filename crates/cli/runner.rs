@@ -314,7 +314,7 @@ fn run_server<M: Measure>(spec: TestSpec, parsed: &Parsed) -> anyhow::Result<u8>
         &cli.conn,
         &cli.device,
         &cli.sysfs_root,
-        |ch, port, local_side| serve::<M>(spec, cli, ch, port, local_side),
+        |ch, hello, port, local_side| serve::<M>(spec, cli, ch, hello, port, local_side),
     )
 }
 
@@ -322,6 +322,7 @@ fn serve<M: Measure>(
     spec: TestSpec,
     cli: &Cli,
     ch: &mut Channel,
+    hello: Message,
     port: Port,
     local_side: &SideInfo,
 ) -> anyhow::Result<u8> {
@@ -329,7 +330,7 @@ fn serve<M: Measure>(
         config,
         side: client_side,
         qps: client_qps,
-    } = server_hello(ch, spec.name(), M::Config::validate)?;
+    } = server_hello(ch, hello, spec.name(), M::Config::validate)?;
     let mut m = match M::new(spec, cli, config, Role::Server) {
         Ok(m) => m,
         Err(e) => return Err(reject(ch, format!("server cannot run the test: {e:#}"))),

@@ -4,6 +4,7 @@
 
 use std::io::{self, IsTerminal};
 use std::path::Path;
+use std::time::Instant;
 
 use anyhow::anyhow;
 use engine::config::ConfigError;
@@ -11,7 +12,7 @@ use engine::wire::{Message, QpInfo, SideInfo};
 use serde::de::DeserializeOwned;
 use verbs::Mtu;
 
-use crate::oob::Channel;
+use crate::oob::{Channel, Listener};
 use crate::setup::Port;
 
 /// Client: sends the test and its side (with the path MTU it proposes),
@@ -135,10 +136,11 @@ pub struct Hello<C> {
 /// A protocol or channel error, or the rejection.
 pub fn server_hello<C: DeserializeOwned>(
     ch: &mut Channel,
+    first: Message,
     test: &str,
     validate: impl FnOnce(&C) -> Result<(), ConfigError>,
 ) -> anyhow::Result<Hello<C>> {
-    match ch.recv("the client's test")? {
+    match first {
         Message::Hello {
             test: asked,
             config,
@@ -241,9 +243,11 @@ pub fn sysfs_rate(sysfs_root: &Path, port: &Port) -> Option<String> {
         .map(|r| r.text)
 }
 
-/// Server: opens the device and port, waits (bounded) for one client, and
-/// runs `serve` on the connection; a failure is also reported to the
-/// client.
+/// Server: opens the device and port, waits (bounded by
+/// `--accept-timeout`) for one client — dropping, with one line on stderr,
+/// every connection that does not open with a valid `Hello` within
+/// `--timeout` — and runs `serve` on it with that `Hello`; a failure is
+/// also reported to the client.
 ///
 /// # Errors
 /// Device and usage errors before listening, the accept bound, and
@@ -253,10 +257,11 @@ pub fn run_server(
     conn: &crate::args::ConnectionArgs,
     device: &crate::args::DeviceArgs,
     sysfs_root: &Path,
-    serve: impl FnOnce(&mut Channel, Port, &SideInfo) -> anyhow::Result<u8>,
+    serve: impl FnOnce(&mut Channel, Message, Port, &SideInfo) -> anyhow::Result<u8>,
 ) -> anyhow::Result<u8> {
     let port = crate::setup::open_port(device.ib_dev.as_deref(), device.ib_port, conn.gid_index)?;
     let local_side = port.side_info(sysfs_rate(sysfs_root, &port));
+    let listener = Listener::bind(&conn.bind, conn.port)?;
     eprintln!(
         "{program}: server on {} port {} waiting for a client on {}:{}",
         port.ctx.name(),
@@ -264,8 +269,23 @@ pub fn run_server(
         conn.bind,
         conn.port
     );
-    let mut ch = Channel::accept(&conn.bind, conn.port, conn.accept_timeout, conn.timeout)?;
-    let result = serve(&mut ch, port, &local_side);
+    let deadline = Instant::now() + conn.accept_timeout;
+    // A connection that is not a client (a port probe, a health check,
+    // junk, another protocol or version, a peer that says nothing) is
+    // logged and dropped; the server goes on waiting for a real client.
+    let (mut ch, hello) = loop {
+        let mut ch = listener.accept(deadline, conn.accept_timeout, conn.timeout)?;
+        match ch.recv_first("the client's test") {
+            Ok(msg @ Message::Hello { .. }) => break (ch, msg),
+            Ok(other) => eprintln!(
+                "{program}: dropped a connection from {}: it sent {} before hello",
+                ch.peer(),
+                other.name()
+            ),
+            Err(e) => eprintln!("{program}: dropped a connection from {}: {e:#}", ch.peer()),
+        }
+    };
+    let result = serve(&mut ch, hello, port, &local_side);
     if let Err(e) = &result {
         ch.send_error(&format!("server failed: {e:#}"));
     }
