@@ -159,3 +159,21 @@ fn unknown_device_and_port_exit_2_naming_them_and_leave_nothing() {
     let err = text(&out.stderr);
     assert!(err.contains("port 7") && err.contains(&dev), "{err}");
 }
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn a_closed_stdout_ends_the_run_quietly_with_exit_0() {
+    let dev = test_device();
+    // `write_bw --list-devices | head -0`: the reader is gone before the
+    // first write, which fails with EPIPE.
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_write_bw"))
+        .args(["--list-devices", "-d", &dev])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("spawn write_bw");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "stderr: {}", text(&out.stderr));
+}

@@ -48,19 +48,19 @@ pub fn run_list(device: &args::DeviceArgs, json: Option<&str>) -> anyhow::Result
             verbs::Error::NoSuchPort { .. } => UsageError(format!("-i/--ib-port: {e}")).into(),
             other => anyhow::Error::new(other),
         })?;
-    let stdout = io::stdout();
+    let mut stdout = output::Stdout;
     match json {
-        Some("-") => JsonLines.write(&mut stdout.lock(), &devices)?,
+        Some("-") => JsonLines.write(&mut stdout, &devices)?,
         Some(path) => {
             // Create the file only after the inventory succeeded, so bad
             // input leaves nothing behind.
-            Text.write(&mut stdout.lock(), &devices)?;
+            Text.write(&mut stdout, &devices)?;
             let mut file = File::create(path)
                 .map_err(|e| anyhow::anyhow!("cannot create --json file {path:?}: {e}"))?;
             JsonLines.write(&mut file, &devices)?;
             file.flush()?;
         }
-        None => Text.write(&mut stdout.lock(), &devices)?,
+        None => Text.write(&mut stdout, &devices)?,
     }
     Ok(())
 }
@@ -144,21 +144,47 @@ pub fn is_usage_error(err: &anyhow::Error) -> bool {
 pub fn finish(program: &str, result: anyhow::Result<u8>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
-        Err(err) => {
-            let broken_pipe = err.chain().any(|c| {
-                c.downcast_ref::<io::Error>()
-                    .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-            });
-            if broken_pipe {
-                return ExitCode::SUCCESS;
+        Err(err) => match exit_code_of(&err) {
+            None => ExitCode::SUCCESS,
+            Some(code) => {
+                eprintln!("{program}: error: {err:#}");
+                ExitCode::from(code)
             }
-            eprintln!("{program}: error: {err:#}");
-            if is_usage_error(&err) {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
-        }
+        },
+    }
+}
+
+/// The exit code of a failed run: `None` when stdout was closed under us
+/// (`| head`: not an error, exit 0, nothing printed), 2 for bad input, 1
+/// otherwise — EPIPE on the control socket included.
+pub fn exit_code_of(err: &anyhow::Error) -> Option<u8> {
+    let stdout_closed = err.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .and_then(|e| e.get_ref())
+            .is_some_and(|inner| inner.is::<StdoutClosed>())
+    });
+    if stdout_closed {
+        None
+    } else if is_usage_error(err) {
+        Some(2)
+    } else {
+        Some(1)
+    }
+}
+
+/// The payload of the `io::Error` a write to a closed stdout becomes
+/// ([`stdout_write_error`]), so that it is told from a broken socket.
+#[derive(Debug, thiserror::Error)]
+#[error("stdout is closed")]
+pub struct StdoutClosed;
+
+/// Marks a `BrokenPipe` from writing stdout as [`StdoutClosed`]; other
+/// errors pass unchanged.
+pub fn stdout_write_error(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        io::Error::new(io::ErrorKind::BrokenPipe, StdoutClosed)
+    } else {
+        e
     }
 }
 
@@ -177,5 +203,18 @@ mod tests {
         assert!(!is_usage_error(&peer));
         let usage = anyhow::Error::new(UsageError("-s/--size: 0".into())).context("client");
         assert!(is_usage_error(&usage));
+    }
+
+    #[test]
+    fn only_a_closed_stdout_is_a_quiet_success() {
+        // EPIPE on the control socket: the peer went away mid-run.
+        let socket = anyhow::Error::new(io::Error::from(io::ErrorKind::BrokenPipe))
+            .context("sending done to peer 127.0.0.1:18515");
+        assert_eq!(exit_code_of(&socket), Some(1));
+        // `| head` closed our stdout: not an error.
+        let closed = stdout_write_error(io::Error::from(io::ErrorKind::BrokenPipe));
+        assert_eq!(exit_code_of(&anyhow::Error::new(closed)), None);
+        let usage = anyhow::Error::new(UsageError("-s/--size: 0".into()));
+        assert_eq!(exit_code_of(&usage), Some(2));
     }
 }

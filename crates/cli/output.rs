@@ -8,6 +8,22 @@ use engine::report::{JsonLines, Report, SizeRecord, VerdictRecord};
 
 use crate::JsonFile;
 
+/// The process's stdout, whose `BrokenPipe` errors say that they came
+/// from stdout ([`crate::StdoutClosed`]): a closed stdout (`| head`) ends
+/// the run quietly with exit 0, a broken control socket does not.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stdout;
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        io::stdout().write(buf).map_err(crate::stdout_write_error)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::stdout().flush().map_err(crate::stdout_write_error)
+    }
+}
+
 /// The reports of one run.
 pub struct Output {
     table: Option<Box<dyn Report>>,
@@ -35,7 +51,7 @@ impl Output {
     pub fn open(json: Option<&str>, table: Option<Box<dyn Report>>) -> anyhow::Result<Self> {
         let (table_on_stdout, out, file): (bool, Option<Box<dyn Write>>, _) = match json {
             None => (true, None, None),
-            Some("-") => (false, Some(Box::new(io::stdout())), None),
+            Some("-") => (false, Some(Box::new(Stdout)), None),
             Some(path) => {
                 let (pending, f) = JsonFile::create(path)?;
                 (true, Some(Box::new(io::BufWriter::new(f))), Some(pending))
@@ -89,7 +105,7 @@ impl Output {
     /// # Errors
     /// I/O errors.
     pub fn dump(&mut self, f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
-        f(&mut io::stdout().lock())
+        f(&mut io::BufWriter::new(Stdout))
     }
 
     fn each(&mut self, mut f: impl FnMut(&mut dyn Report) -> io::Result<()>) -> io::Result<()> {

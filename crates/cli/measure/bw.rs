@@ -18,7 +18,7 @@ use engine::sched::{BwScheduler, DurationWindow, Timeline, Window, wr_id, wr_id_
 use engine::wire::QpInfo;
 use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendBatch, SendWr, WorkCompletion};
 
-use std::io::{self, Write};
+use std::io::Write;
 
 use engine::bw::{BwResult, Table, Unit};
 use engine::link::{self, CounterSnapshot, ExpectRate, LinkRate, VerdictInput};
@@ -28,6 +28,7 @@ use engine::spec::{TestSpec, Verb};
 use super::{BannerPart, Measure, Role, Shown, SizeCtx};
 use crate::UsageError;
 use crate::args::Cli;
+use crate::output::Stdout;
 use crate::setup::Port;
 use crate::side::{Layout, Side};
 
@@ -506,11 +507,7 @@ impl Measure for BwMeasure {
     }
 
     fn table(&self, _role: Role) -> Option<Box<dyn Report>> {
-        Some(Box::new(Table::new(
-            io::stdout(),
-            self.unit,
-            self.cpu_column,
-        )))
+        Some(Box::new(Table::new(Stdout, self.unit, self.cpu_column)))
     }
 
     fn prepare(&mut self, side: &Side, _size: u64) -> anyhow::Result<()> {

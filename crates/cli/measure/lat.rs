@@ -39,7 +39,7 @@ use crate::UsageError;
 use crate::args::Cli;
 use crate::clock::{Clock, MonotonicTicks, Ticks, TscTicks};
 use crate::oob::Channel;
-use crate::output::Output;
+use crate::output::{Output, Stdout};
 use crate::setup::Port;
 use crate::side::{Layout, Side};
 
@@ -522,7 +522,7 @@ impl Measure for LatMeasure {
     }
 
     fn table(&self, role: Role) -> Option<Box<dyn Report>> {
-        (role == Role::Client).then(|| Box::new(LatTable::new(io::stdout())) as Box<dyn Report>)
+        (role == Role::Client).then(|| Box::new(LatTable::new(Stdout)) as Box<dyn Report>)
     }
 
     fn prepare(&mut self, side: &Side, size: u64) -> anyhow::Result<()> {
