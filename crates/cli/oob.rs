@@ -227,14 +227,22 @@ impl Channel {
 
     /// Whether the peer has sent something not yet read (a non-blocking
     /// peek): lets a side spinning on RDMA notice the peer's next message.
+    ///
+    /// It waits at most a microsecond, through the receive timeout, which
+    /// only reads obey: `O_NONBLOCK` would be shared with the heartbeat
+    /// thread's clone of the socket and make its writes fail.
     pub fn has_pending(&self) -> bool {
         let mut b = [0u8; 1];
-        if self.stream.set_nonblocking(true).is_err() {
+        if self
+            .stream
+            .set_read_timeout(Some(Duration::from_micros(1)))
+            .is_err()
+        {
             return false;
         }
         // Ok(0) is end of stream: also something to read (and report).
         let got = self.stream.peek(&mut b).is_ok();
-        let _ = self.stream.set_nonblocking(false);
+        let _ = self.stream.set_read_timeout(Some(self.timeout));
         got
     }
 
@@ -251,34 +259,44 @@ impl Channel {
 
     /// Runs `work` while a background thread sends heartbeats every
     /// [`HEARTBEAT_EVERY`]; the heartbeat thread is stopped and joined
-    /// before this returns, so no frame interleaves with the caller's next
-    /// message.
+    /// before this returns — also when `work` panics — so no frame
+    /// interleaves with the caller's next message.
     ///
     /// # Errors
-    /// When the heartbeat socket cannot be cloned.
+    /// When the heartbeat socket cannot be cloned or its thread cannot
+    /// start (then `work` does not run).
     pub fn with_heartbeat<T>(&mut self, work: impl FnOnce() -> T) -> anyhow::Result<T> {
         let mut beat = self
             .stream
             .try_clone()
             .context("cloning the control socket")?;
         let stop = AtomicBool::new(false);
-        let result = thread::scope(|s| {
-            s.spawn(|| {
-                let mut next = Instant::now() + HEARTBEAT_EVERY;
-                while !stop.load(Ordering::Relaxed) {
-                    if Instant::now() >= next {
-                        if wire::write_message(&mut beat, &Message::Heartbeat).is_err() {
-                            return;
+        /// Stops the heartbeat when `work` returns or unwinds, so the scope
+        /// can always join it.
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        thread::scope(|s| {
+            thread::Builder::new()
+                .name("heartbeat".into())
+                .spawn_scoped(s, || {
+                    let mut next = Instant::now() + HEARTBEAT_EVERY;
+                    while !stop.load(Ordering::Relaxed) {
+                        if Instant::now() >= next {
+                            if wire::write_message(&mut beat, &Message::Heartbeat).is_err() {
+                                return;
+                            }
+                            next += HEARTBEAT_EVERY;
                         }
-                        next += HEARTBEAT_EVERY;
+                        thread::sleep(Duration::from_millis(20));
                     }
-                    thread::sleep(Duration::from_millis(20));
-                }
-            });
-            let out = work();
-            stop.store(true, Ordering::Relaxed);
-            out
-        });
-        Ok(result)
+                })
+                .context("starting the heartbeat thread")?;
+            let _stop = StopOnDrop(&stop);
+            Ok(work())
+        })
     }
 }

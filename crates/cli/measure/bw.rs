@@ -8,7 +8,7 @@
 //! or formats. Per-thread state (the scheduler's counters) lives on each
 //! worker's own stack and heap: no counter is shared between threads.
 
-use std::sync::Barrier;
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -94,15 +94,18 @@ pub fn measure<O: BwOp>(
     remote: &[QpInfo],
     timeout: Duration,
 ) -> anyhow::Result<Measurement> {
-    let start = Barrier::new(cfg.threads as usize);
+    let start = StartGate::default();
     let wall = Instant::now();
     let cpu_before = cpu_time_ns();
-    let outcomes: Vec<anyhow::Result<ThreadOutcome>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..cfg.threads)
-            .map(|t| {
-                let range = cfg.qps_of_thread(t);
-                let start = &start;
-                s.spawn(move || {
+    let (not_started, outcomes) = std::thread::scope(|s| {
+        let mut handles = Vec::with_capacity(cfg.threads as usize);
+        let mut not_started = None;
+        for t in 0..cfg.threads {
+            let range = cfg.qps_of_thread(t);
+            let start = &start;
+            let spawned = std::thread::Builder::new()
+                .name(format!("worker-{t}"))
+                .spawn_scoped(s, move || {
                     let (lo, hi) = (range.start as usize, range.end as usize);
                     let worker = Worker {
                         op,
@@ -113,17 +116,34 @@ pub fn measure<O: BwOp>(
                         lkey: side.lkey(),
                     };
                     worker.run(cfg, size, timeout, start)
-                })
-            })
-            .collect();
-        handles
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    not_started = Some((t, e));
+                    break;
+                }
+            }
+        }
+        // Every worker starts together, or none does: a thread that could
+        // not be created must not leave the others waiting for it.
+        start.open(not_started.is_none());
+        let outcomes: Vec<anyhow::Result<ThreadOutcome>> = handles
             .into_iter()
             .map(|h| {
                 h.join()
                     .unwrap_or_else(|_| Err(anyhow::anyhow!("a worker thread panicked")))
             })
-            .collect()
+            .collect();
+        (not_started, outcomes)
     });
+    if let Some((t, e)) = not_started {
+        bail!(
+            "cannot start worker thread {} of {} (--threads): {e}",
+            t + 1,
+            cfg.threads
+        );
+    }
     let cpu_ns = cpu_time_ns().saturating_sub(cpu_before);
     let wall_ns = wall.elapsed().as_nanos() as u64;
     let mut first = None::<Instant>;
@@ -171,6 +191,32 @@ pub fn measure<O: BwOp>(
         cpu_ns,
         wall_ns,
     })
+}
+
+/// The start line of the worker threads: opened once every one of them
+/// exists, or called off when one could not be created.
+#[derive(Debug, Default)]
+struct StartGate {
+    go: Mutex<Option<bool>>,
+    opened: Condvar,
+}
+
+impl StartGate {
+    fn open(&self, go: bool) {
+        *self.go.lock().unwrap_or_else(PoisonError::into_inner) = Some(go);
+        self.opened.notify_all();
+    }
+
+    /// Waits until the gate is opened or called off; `true` to start.
+    fn wait(&self) -> bool {
+        let mut go = self.go.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(g) = *go {
+                return g;
+            }
+            go = self.opened.wait(go).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
 }
 
 /// Process CPU time (user + system, all threads) in nanoseconds.
@@ -229,7 +275,7 @@ impl<O: BwOp> Worker<'_, O> {
         cfg: &BwConfig,
         size: u64,
         timeout: Duration,
-        start: &Barrier,
+        start: &StartGate,
     ) -> anyhow::Result<ThreadOutcome> {
         let n = self.qps.len();
         let inline = O::INLINE && size <= u64::from(cfg.inline_size);
@@ -253,7 +299,9 @@ impl<O: BwOp> Worker<'_, O> {
             DurationWindow::new(ns(d.seconds), ns(d.margin))
         });
 
-        start.wait();
+        if !start.wait() {
+            bail!("not started: another worker thread could not be created");
+        }
         let begin = Instant::now();
         let mut last_progress = begin;
         let mut end = begin;
@@ -592,5 +640,23 @@ impl Measure for BwMeasure {
             directions: if self.cfg.bidirectional { 2 } else { 1 },
             rises: link::rises(&w.before, &after),
         }))]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StartGate;
+
+    #[test]
+    fn a_called_off_start_releases_every_waiting_worker() {
+        for go in [true, false] {
+            let gate = StartGate::default();
+            let seen: Vec<bool> = std::thread::scope(|s| {
+                let waiters: Vec<_> = (0..3).map(|_| s.spawn(|| gate.wait())).collect();
+                gate.open(go);
+                waiters.into_iter().map(|w| w.join().unwrap()).collect()
+            });
+            assert_eq!(seen, vec![go; 3]);
+        }
     }
 }
