@@ -370,3 +370,39 @@ fn a_server_refuses_a_client_of_another_test_and_says_why() {
     );
     assert!(!s.status.success());
 }
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn a_persistent_server_serves_clients_one_after_another_and_frees_each_session() {
+    let dev = test_device();
+    let port = free_port();
+    let s = peers::server(READ_BW, &dev, port, &["--persistent"]);
+    let fds = |pid: u32| std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let run = |args: &[&str]| {
+        peers::client(READ_BW, &dev, port, args).wait_bounded(Duration::from_secs(60), "client")
+    };
+    assert_ok(&run(&["-n", "200"]), "first client");
+    // The server has freed the session once the client has its answer;
+    // give it a moment to close its side.
+    std::thread::sleep(Duration::from_millis(500));
+    let (fds_after_one, resources_after_one) = (fds(s.id()), support::resource_counts(&dev));
+    // A client killed mid-run: that session fails, the server goes on.
+    let mut doomed = peers::client(READ_BW, &dev, port, &["-n", "10000000"]);
+    std::thread::sleep(Duration::from_secs(3));
+    doomed.kill();
+    for (n, size) in ["4096", "65536", "2"].iter().enumerate() {
+        let c = run(&["-n", "100", "-s", size, "-q", "2"]);
+        assert_ok(&c, &format!("client {} after the killed one", n + 3));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(fds(s.id()), fds_after_one, "the server's open fds grew");
+    assert_eq!(support::resource_counts(&dev), resources_after_one, "rdma resources leaked");
+    let pid = s.id().to_string();
+    std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let out = s.wait_bounded(Duration::from_secs(30), "server");
+    let err = text(&out.stderr);
+    assert!(err.contains("session 1 with 127.0.0.1"), "{err}");
+    assert!(err.contains("session 2 with") && err.contains("failed"), "{err}");
+    assert!(err.contains("session 5 with"), "{err}");
+    assert_eq!(rows(&text(&out.stdout), BW_HEADER).len(), 4, "one row per served size");
+}

@@ -51,6 +51,11 @@ pub struct ConnectionArgs {
     #[arg(long = "accept-timeout", value_name = "SECONDS", default_value = "300",
           value_parser = seconds_arg)]
     pub accept_timeout: Duration,
+    /// Server: serve clients one after another until stopped (each session's
+    /// resources are freed before the next; a failed session does not end
+    /// the server); --accept-timeout no longer applies.
+    #[arg(long = "persistent")]
+    pub persistent: bool,
     /// QP ACK timeout exponent: 4.096 us x 2^N before a retransmit (perftest's -u; local to this side).
     #[arg(short = 'u', long = "qp-timeout", default_value_t = 14,
           value_parser = clap::value_parser!(u8).range(0..=31))]

@@ -38,15 +38,15 @@ impl Listener {
         })
     }
 
-    /// The next connection, accepted before `deadline` (`accept_timeout`
-    /// names the bound in the error); its reads and writes are bounded by
-    /// `timeout`.
+    /// The next connection, accepted before `deadline` if there is one
+    /// (`accept_timeout` names the bound in the error); its reads and
+    /// writes are bounded by `timeout`.
     ///
     /// # Errors
     /// When no client comes in time, or accepting fails.
     pub fn accept(
         &self,
-        deadline: Instant,
+        deadline: Option<Instant>,
         accept_timeout: Duration,
         timeout: Duration,
     ) -> anyhow::Result<Channel> {
@@ -57,7 +57,7 @@ impl Listener {
                     return Channel::new(stream, timeout);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if Instant::now() >= deadline {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
                         bail!(
                             "no client connected to {}:{} within {accept_timeout:?} (--accept-timeout)",
                             self.bind,

@@ -257,26 +257,65 @@ pub fn run_server(
     conn: &crate::args::ConnectionArgs,
     device: &crate::args::DeviceArgs,
     sysfs_root: &Path,
-    serve: impl FnOnce(&mut Channel, Message, Port, &SideInfo) -> anyhow::Result<u8>,
+    mut serve: impl FnMut(&mut Channel, Message, Port, &SideInfo) -> anyhow::Result<u8>,
 ) -> anyhow::Result<u8> {
     let port = crate::setup::open_port(device.ib_dev.as_deref(), device.ib_port, conn.gid_index)?;
     let local_side = port.side_info(sysfs_rate(sysfs_root, &port));
     let listener = Listener::bind(&conn.bind, conn.port)?;
     eprintln!(
-        "{program}: server on {} port {} waiting for a client on {}:{}",
+        "{program}: server on {} port {} waiting for {} on {}:{}",
         port.ctx.name(),
         port.port,
+        if conn.persistent {
+            "clients (--persistent)"
+        } else {
+            "a client"
+        },
         conn.bind,
         conn.port
     );
-    let deadline = Instant::now() + conn.accept_timeout;
-    // A connection that is not a client (a port probe, a health check,
-    // junk, another protocol or version, a peer that says nothing) is
-    // logged and dropped; the server goes on waiting for a real client.
-    let (mut ch, hello) = loop {
+    let mut session = 0u64;
+    loop {
+        let deadline = if conn.persistent {
+            None
+        } else {
+            Some(Instant::now() + conn.accept_timeout)
+        };
+        let (mut ch, hello) = next_client(program, &listener, conn, deadline)?;
+        session += 1;
+        let peer = ch.peer();
+        // The session's resources (QPs, CQs, memory) live in `serve` and
+        // are gone when it returns.
+        let result = serve(&mut ch, hello, port.clone(), &local_side);
+        if let Err(e) = &result {
+            ch.send_error(&format!("server failed: {e:#}"));
+        }
+        if !conn.persistent {
+            return result;
+        }
+        match result {
+            Ok(code) => {
+                eprintln!("{program}: session {session} with {peer}: done (exit code {code})")
+            }
+            Err(e) => eprintln!("{program}: session {session} with {peer}: failed: {e:#}"),
+        }
+    }
+}
+
+/// Waits for the next real client (until `deadline`, or for ever): a
+/// connection that is not a client — a port probe, a health check, junk,
+/// another protocol or version, a peer that does not send a whole first
+/// message within `--timeout` — is logged and dropped.
+fn next_client(
+    program: &str,
+    listener: &Listener,
+    conn: &crate::args::ConnectionArgs,
+    deadline: Option<Instant>,
+) -> anyhow::Result<(Channel, Message)> {
+    loop {
         let mut ch = listener.accept(deadline, conn.accept_timeout, conn.timeout)?;
         match ch.recv_first("the client's test") {
-            Ok(msg @ Message::Hello { .. }) => break (ch, msg),
+            Ok(msg @ Message::Hello { .. }) => return Ok((ch, msg)),
             Ok(other) => eprintln!(
                 "{program}: dropped a connection from {}: it sent {} before hello",
                 ch.peer(),
@@ -284,10 +323,5 @@ pub fn run_server(
             ),
             Err(e) => eprintln!("{program}: dropped a connection from {}: {e:#}", ch.peer()),
         }
-    };
-    let result = serve(&mut ch, hello, port, &local_side);
-    if let Err(e) = &result {
-        ch.send_error(&format!("server failed: {e:#}"));
     }
-    result
 }

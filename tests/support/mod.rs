@@ -268,6 +268,11 @@ impl Reaper {
     }
 
     /// Kills the process now and reaps it.
+    /// The process id.
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().expect("process already reaped").id()
+    }
+
     pub fn kill(&mut self) {
         if let Some(mut c) = self.0.take() {
             c.kill().unwrap();
