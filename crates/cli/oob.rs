@@ -4,7 +4,7 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -270,33 +270,82 @@ impl Channel {
             .stream
             .try_clone()
             .context("cloning the control socket")?;
-        let stop = AtomicBool::new(false);
+        // The thread sleeps until its next beat or until it is told to
+        // stop (a condition variable): it wakes twice a second, not in a
+        // polling loop beside the measured one.
+        let stop = (Mutex::new(false), Condvar::new());
         /// Stops the heartbeat when `work` returns or unwinds, so the scope
         /// can always join it.
-        struct StopOnDrop<'a>(&'a AtomicBool);
+        struct StopOnDrop<'a>(&'a (Mutex<bool>, Condvar));
         impl Drop for StopOnDrop<'_> {
             fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
+                *self.0.0.lock().unwrap_or_else(PoisonError::into_inner) = true;
+                self.0.1.notify_all();
             }
         }
         thread::scope(|s| {
             thread::Builder::new()
                 .name("heartbeat".into())
                 .spawn_scoped(s, || {
+                    let (stopped, wake) = &stop;
                     let mut next = Instant::now() + HEARTBEAT_EVERY;
-                    while !stop.load(Ordering::Relaxed) {
-                        if Instant::now() >= next {
+                    let mut done = stopped.lock().unwrap_or_else(PoisonError::into_inner);
+                    while !*done {
+                        let left = next.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
                             if wire::write_message(&mut beat, &Message::Heartbeat).is_err() {
                                 return;
                             }
                             next += HEARTBEAT_EVERY;
+                            continue;
                         }
-                        thread::sleep(Duration::from_millis(20));
+                        done = wake
+                            .wait_timeout(done, left)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0;
                     }
                 })
                 .context("starting the heartbeat thread")?;
             let _stop = StopOnDrop(&stop);
             Ok(work())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heartbeats_go_out_while_working_and_stop_with_the_work() {
+        let listener = Listener::bind("127.0.0.1", 0).unwrap();
+        let port = listener.inner.local_addr().unwrap().port();
+        let timeout = Duration::from_secs(5);
+        let peer = thread::spawn(move || {
+            let mut ch = listener
+                .accept(Some(Instant::now() + timeout), timeout, timeout)
+                .unwrap();
+            // Counts heartbeats until the other side's `Bye`.
+            let mut beats = 0;
+            loop {
+                match wire::read_message(&mut ch.stream).unwrap() {
+                    Message::Heartbeat => beats += 1,
+                    Message::Bye => return beats,
+                    other => panic!("unexpected {}", other.name()),
+                }
+            }
+        });
+        let mut ch = Channel::connect("127.0.0.1", port, timeout).unwrap();
+        let started = Instant::now();
+        ch.with_heartbeat(|| thread::sleep(Duration::from_millis(1300)))
+            .unwrap();
+        // Joined promptly once the work ended, not at its next beat.
+        assert!(
+            started.elapsed() < Duration::from_millis(1450),
+            "{:?}",
+            started.elapsed()
+        );
+        ch.send(&Message::Bye).unwrap();
+        assert_eq!(peer.join().unwrap(), 2, "beats at 0.5 s and 1.0 s");
     }
 }
