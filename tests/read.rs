@@ -377,7 +377,11 @@ fn a_persistent_server_serves_clients_one_after_another_and_frees_each_session()
     let dev = test_device();
     let port = free_port();
     let s = peers::server(READ_BW, &dev, port, &["--persistent"]);
-    let fds = |pid: u32| std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let fds = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .count()
+    };
     let run = |args: &[&str]| {
         peers::client(READ_BW, &dev, port, args).wait_bounded(Duration::from_secs(60), "client")
     };
@@ -396,13 +400,27 @@ fn a_persistent_server_serves_clients_one_after_another_and_frees_each_session()
     }
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(fds(s.id()), fds_after_one, "the server's open fds grew");
-    assert_eq!(support::resource_counts(&dev), resources_after_one, "rdma resources leaked");
+    assert_eq!(
+        support::resource_counts(&dev),
+        resources_after_one,
+        "rdma resources leaked"
+    );
     let pid = s.id().to_string();
-    std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
     let out = s.wait_bounded(Duration::from_secs(30), "server");
     let err = text(&out.stderr);
     assert!(err.contains("session 1 with 127.0.0.1"), "{err}");
-    assert!(err.contains("session 2 with") && err.contains("failed"), "{err}");
+    assert!(
+        err.contains("session 2 with") && err.contains("failed"),
+        "{err}"
+    );
     assert!(err.contains("session 5 with"), "{err}");
-    assert_eq!(rows(&text(&out.stdout), BW_HEADER).len(), 4, "one row per served size");
+    assert_eq!(
+        rows(&text(&out.stdout), BW_HEADER).len(),
+        4,
+        "one row per served size"
+    );
 }
