@@ -174,16 +174,26 @@ impl Channel {
         loop {
             match wire::read_message(&mut self.stream) {
                 Ok(Message::Heartbeat) => continue,
-                Ok(Message::Error { message }) => {
-                    bail!(
-                        "peer {} reported an error: {}",
-                        self.peer,
-                        wire::printable(&message, wire::MAX_PEER_TEXT)
-                    )
-                }
-                Ok(msg) => return Ok(msg),
-                Err(e) => return Err(self.describe(e, &format!("waiting for {waiting_for}"))),
+                got => return self.received(got, waiting_for),
             }
+        }
+    }
+
+    /// What a read gave, for the caller: the message, the peer's `Error`
+    /// as an error (its text made printable), or the failure described.
+    fn received(
+        &self,
+        got: Result<Message, WireError>,
+        waiting_for: &str,
+    ) -> anyhow::Result<Message> {
+        match got {
+            Ok(Message::Error { message }) => bail!(
+                "peer {} reported an error: {}",
+                self.peer,
+                wire::printable(&message, wire::MAX_PEER_TEXT)
+            ),
+            Ok(msg) => Ok(msg),
+            Err(e) => Err(self.describe(e, &format!("waiting for {waiting_for}"))),
         }
     }
 
@@ -200,15 +210,7 @@ impl Channel {
             deadline,
         });
         self.stream.set_read_timeout(Some(self.timeout))?;
-        match got {
-            Ok(Message::Error { message }) => bail!(
-                "peer {} reported an error: {}",
-                self.peer,
-                wire::printable(&message, wire::MAX_PEER_TEXT)
-            ),
-            Ok(msg) => Ok(msg),
-            Err(e) => Err(self.describe(e, &format!("waiting for {waiting_for}"))),
-        }
+        self.received(got, waiting_for)
     }
 
     fn describe(&self, e: WireError, doing: &str) -> anyhow::Error {

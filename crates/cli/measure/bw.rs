@@ -294,9 +294,9 @@ impl<O: BwOp> Worker<'_, O> {
         let mut wcs: Vec<WorkCompletion> = vec![WorkCompletion::default(); POLL_BATCH];
         let mut timeline = Timeline::with_capacity(MAX_SAMPLES);
         let mut window = cfg.duration.map(|d| {
-            let ns =
-                |s: f64| Duration::try_from_secs_f64(s).map_or(u64::MAX, |d| d.as_nanos() as u64);
-            DurationWindow::new(ns(d.seconds), ns(d.margin))
+            let (total, margin) = d.spans();
+            let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+            DurationWindow::new(ns(total), ns(margin))
         });
 
         if !start.wait() {

@@ -550,10 +550,10 @@ impl Measure for LatMeasure {
         }
         let until = match (self.cfg.duration, role) {
             (None, _) => Until::Iterations(self.cfg.iters),
-            (Some(d), Role::Client) => Until::Duration {
-                total: Duration::try_from_secs_f64(d.seconds).context("-D/--duration")?,
-                margin: Duration::try_from_secs_f64(d.margin).context("-f/--margin")?,
-            },
+            (Some(d), Role::Client) => {
+                let (total, margin) = d.spans();
+                Until::Duration { total, margin }
+            }
             (Some(_), Role::Server) => Until::PeerSaysStop,
         };
         self.rec.reset();

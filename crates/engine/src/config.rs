@@ -58,6 +58,17 @@ pub struct DurationMode {
     pub margin: f64,
 }
 
+impl DurationMode {
+    /// The run and its margin as `Duration`s. The values have passed
+    /// [`validate_run`] (finite, at most [`MAX_DURATION_S`]); anything else
+    /// saturates instead of panicking.
+    pub fn spans(&self) -> (std::time::Duration, std::time::Duration) {
+        let span =
+            |s: f64| std::time::Duration::try_from_secs_f64(s).unwrap_or(std::time::Duration::MAX);
+        (span(self.seconds), span(self.margin))
+    }
+}
+
 /// Configuration of an RDMA WRITE bandwidth test; sent by the client, so
 /// the server needs no matching flags.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
