@@ -19,6 +19,7 @@ pub mod runner;
 pub mod session;
 pub mod setup;
 pub mod side;
+pub mod stop;
 pub mod sysfs;
 
 use std::fs::File;
@@ -146,6 +147,10 @@ pub fn finish(program: &str, result: anyhow::Result<u8>) -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) => match exit_code_of(&err) {
             None => ExitCode::SUCCESS,
+            Some(code) if stop::interrupted_by(&err).is_some() => {
+                eprintln!("{program}: {err:#}");
+                ExitCode::from(code)
+            }
             Some(code) => {
                 eprintln!("{program}: error: {err:#}");
                 ExitCode::from(code)
@@ -155,8 +160,9 @@ pub fn finish(program: &str, result: anyhow::Result<u8>) -> ExitCode {
 }
 
 /// The exit code of a failed run: `None` when stdout was closed under us
-/// (`| head`: not an error, exit 0, nothing printed), 2 for bad input, 1
-/// otherwise — EPIPE on the control socket included.
+/// (`| head`: not an error, exit 0, nothing printed), 130/143 when a
+/// SIGINT/SIGTERM stopped it, 2 for bad input, 1 otherwise — EPIPE on the
+/// control socket included. The whole table is in docs/reliability.md.
 pub fn exit_code_of(err: &anyhow::Error) -> Option<u8> {
     let stdout_closed = err.chain().any(|c| {
         c.downcast_ref::<io::Error>()
@@ -165,6 +171,8 @@ pub fn exit_code_of(err: &anyhow::Error) -> Option<u8> {
     });
     if stdout_closed {
         None
+    } else if let Some(sig) = stop::interrupted_by(err) {
+        Some(sig.exit_code())
     } else if is_usage_error(err) {
         Some(2)
     } else {
@@ -216,5 +224,7 @@ mod tests {
         assert_eq!(exit_code_of(&anyhow::Error::new(closed)), None);
         let usage = anyhow::Error::new(UsageError("-s/--size: 0".into()));
         assert_eq!(exit_code_of(&usage), Some(2));
+        let sigint = anyhow::Error::new(stop::Interrupted(stop::Signal::Int)).context("connecting");
+        assert_eq!(exit_code_of(&sigint), Some(130));
     }
 }

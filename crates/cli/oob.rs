@@ -4,12 +4,17 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
 use engine::wire::{self, Message, WireError};
+use nix::sys::socket::{MsgFlags, recv};
+
+use crate::stop::{self, Interrupted};
 
 /// How often a side that is busy measuring tells its peer it is alive.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
@@ -57,6 +62,7 @@ impl Listener {
                     return Channel::new(stream, timeout);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    stop::check()?;
                     if deadline.is_some_and(|d| Instant::now() >= d) {
                         bail!(
                             "no client connected to {}:{} within {accept_timeout:?} (--accept-timeout)",
@@ -70,10 +76,27 @@ impl Listener {
             }
         }
     }
+
+    /// A connection waiting to be accepted, if one is (never blocks).
+    ///
+    /// # Errors
+    /// When accepting fails.
+    pub fn try_accept(&self) -> io::Result<Option<(TcpStream, SocketAddr)>> {
+        match self.inner.accept() {
+            Ok((stream, addr)) => {
+                stream.set_nonblocking(false)?;
+                Ok(Some((stream, addr)))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// Reads from a stream with one deadline for the whole message, however
-/// the peer spreads its bytes: each read waits at most the time left.
+/// the peer spreads its bytes: each read waits at most the time left, and
+/// at most [`stop::POLL`] before it looks at the stop flag (a signal
+/// interrupts the wait: the io error then carries [`Interrupted`]).
 struct Deadlined<'a> {
     stream: &'a TcpStream,
     deadline: Instant,
@@ -81,14 +104,43 @@ struct Deadlined<'a> {
 
 impl io::Read for Deadlined<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::ErrorKind::TimedOut.into());
+        loop {
+            if let Some(sig) = stop::requested() {
+                return Err(io::Error::other(Interrupted(sig)));
+            }
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            self.stream
+                .set_read_timeout(Some(left.clamp(Duration::from_millis(1), stop::POLL)))?;
+            match io::Read::read(&mut self.stream, buf) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
+                got => return got,
+            }
         }
-        self.stream
-            .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
-        io::Read::read(&mut self.stream, buf)
     }
+}
+
+/// How long a wait for a message may last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// `--timeout` from now; heartbeats do not extend it.
+    Message,
+    /// A measured phase's deadline (its iterations or duration plus
+    /// `--timeout`, from its start barrier): heartbeats show the peer is
+    /// alive — each frame must still come within `--timeout` of the last —
+    /// but do not extend the phase past `at`.
+    Phase {
+        /// The deadline.
+        at: Instant,
+        /// The phase's whole bound, for the error message.
+        bound: Duration,
+    },
 }
 
 /// A connected channel with a bound on every read and write.
@@ -114,24 +166,30 @@ impl Channel {
             .collect();
         let deadline = Instant::now() + timeout;
         loop {
+            stop::check()?;
             let mut last = None;
             for addr in &addrs {
                 let left = deadline
                     .saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(10));
+                    .clamp(Duration::from_millis(10), stop::POLL * 10);
                 match TcpStream::connect_timeout(addr, left) {
                     Ok(stream) => return Self::new(stream, timeout),
                     Err(e) => last = Some(e),
                 }
             }
-            let refused = last
-                .as_ref()
-                .is_some_and(|e| e.kind() == io::ErrorKind::ConnectionRefused);
-            if !refused || Instant::now() + Duration::from_millis(100) >= deadline {
+            // Refused: the server may start a moment later; timed out: an
+            // attempt is cut at a second so a signal is seen, retry.
+            let retry = last.as_ref().is_some_and(|e| {
+                matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionRefused | io::ErrorKind::TimedOut
+                )
+            });
+            if !retry || Instant::now() + Duration::from_millis(100) >= deadline {
                 let why = last.map_or_else(|| "no address".to_owned(), |e| e.to_string());
                 bail!(
                     "cannot connect to {host}:{port} within {timeout:?} (--timeout): {why} \
-                     (is `write_bw` running as server there?)"
+                     (is the server of this test running there?)"
                 );
             }
             thread::sleep(Duration::from_millis(100));
@@ -155,6 +213,14 @@ impl Channel {
         self.peer
     }
 
+    /// Wraps an accepted connection (bounded by `timeout`).
+    ///
+    /// # Errors
+    /// When the socket cannot be set up.
+    pub fn accepted(stream: TcpStream, timeout: Duration) -> anyhow::Result<Self> {
+        Self::new(stream, timeout)
+    }
+
     /// Sends one message.
     ///
     /// # Errors
@@ -164,16 +230,43 @@ impl Channel {
             .map_err(|e| self.describe(e, &format!("sending {}", msg.name())))
     }
 
-    /// Receives the next message other than a heartbeat. Each read is
-    /// bounded by the timeout; heartbeats restart it.
+    /// Receives the next message other than a heartbeat, within
+    /// `--timeout` of now (heartbeats do not extend it).
     ///
     /// # Errors
-    /// Timeout, closed connection, a malformed frame, or an `Error`
-    /// message from the peer (its text is included).
+    /// Timeout, closed connection, a malformed frame, an `Error` message
+    /// from the peer (its text is included), or [`Interrupted`].
     pub fn recv(&mut self, waiting_for: &str) -> anyhow::Result<Message> {
+        self.recv_within(waiting_for, Bound::Message)
+    }
+
+    /// Receives the next message other than a heartbeat within `bound`.
+    ///
+    /// # Errors
+    /// As [`Channel::recv`]; past a phase's deadline, an error naming it.
+    pub fn recv_within(&mut self, waiting_for: &str, bound: Bound) -> anyhow::Result<Message> {
+        let (end, phase) = match bound {
+            Bound::Message => (Instant::now() + self.timeout, None),
+            Bound::Phase { at, bound } => (at, Some(bound)),
+        };
         loop {
-            match wire::read_message(&mut self.stream) {
+            // Each frame within --timeout of the last, none past the end.
+            let silence = Instant::now() + self.timeout;
+            let got = wire::read_message(&mut Deadlined {
+                stream: &self.stream,
+                deadline: silence.min(end),
+            });
+            match got {
                 Ok(Message::Heartbeat) => continue,
+                Err(WireError::Timeout) if silence > end && phase.is_some() => {
+                    bail!(
+                        "no {waiting_for} from peer {} within the measured phase's bound of {:.1?} \
+                         (its iterations or duration at the slowest rates allowed, plus --timeout): \
+                         the peer is alive but its measurement does not end",
+                        self.peer,
+                        phase.unwrap_or_default()
+                    )
+                }
                 got => return self.received(got, waiting_for),
             }
         }
@@ -214,6 +307,10 @@ impl Channel {
     }
 
     fn describe(&self, e: WireError, doing: &str) -> anyhow::Error {
+        if let Some(sig) = stop::requested() {
+            return anyhow::Error::new(Interrupted(sig))
+                .context(format!("{doing} from peer {}", self.peer));
+        }
         match e {
             WireError::Timeout => anyhow!(
                 "timed out after {:?} {doing} from peer {} (--timeout)",
@@ -227,25 +324,19 @@ impl Channel {
         }
     }
 
-    /// Whether the peer has sent something not yet read (a non-blocking
-    /// peek): lets a side spinning on RDMA notice the peer's next message.
-    ///
-    /// It waits at most a microsecond, through the receive timeout, which
-    /// only reads obey: `O_NONBLOCK` would be shared with the heartbeat
-    /// thread's clone of the socket and make its writes fail.
+    /// Whether the peer has sent something not yet read: lets a side
+    /// spinning on RDMA notice the peer's next message. A peek with
+    /// `MSG_DONTWAIT` for this one call: the socket's `O_NONBLOCK` would be
+    /// shared with the heartbeat thread's clone and make its writes fail.
     pub fn has_pending(&self) -> bool {
         let mut b = [0u8; 1];
-        if self
-            .stream
-            .set_read_timeout(Some(Duration::from_micros(1)))
-            .is_err()
-        {
-            return false;
-        }
         // Ok(0) is end of stream: also something to read (and report).
-        let got = self.stream.peek(&mut b).is_ok();
-        let _ = self.stream.set_read_timeout(Some(self.timeout));
-        got
+        recv(
+            self.stream.as_raw_fd(),
+            &mut b,
+            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
+        )
+        .is_ok()
     }
 
     /// Best effort: tells the peer why we stop. Errors are ignored, the
@@ -260,18 +351,24 @@ impl Channel {
     }
 
     /// Runs `work` while a background thread sends heartbeats every
-    /// [`HEARTBEAT_EVERY`]; the heartbeat thread is stopped and joined
-    /// before this returns — also when `work` panics — so no frame
-    /// interleaves with the caller's next message.
+    /// [`HEARTBEAT_EVERY`] and, at each beat, reads the peer's heartbeats
+    /// (so a bidirectional phase, where both sides beat, never fills the
+    /// socket buffers) and looks at what else the peer sent: an `Error`
+    /// or the end of the connection sets the [`PeerWatch`] that `work`'s
+    /// loops read at their clock checks, and the peer's message becomes
+    /// this call's error. The heartbeat thread is stopped and joined before
+    /// this returns — also when `work` panics — so no frame interleaves
+    /// with the caller's next message.
     ///
     /// # Errors
     /// When the heartbeat socket cannot be cloned or its thread cannot
-    /// start (then `work` does not run).
-    pub fn with_heartbeat<T>(&mut self, work: impl FnOnce() -> T) -> anyhow::Result<T> {
+    /// start (then `work` does not run), or the peer stopped (its error).
+    pub fn with_heartbeat<T>(&mut self, work: impl FnOnce(&PeerWatch) -> T) -> anyhow::Result<T> {
         let mut beat = self
             .stream
             .try_clone()
             .context("cloning the control socket")?;
+        let watch = PeerWatch::default();
         // The thread sleeps until its next beat or until it is told to
         // stop (a condition variable): it wakes twice a second, not in a
         // polling loop beside the measured one.
@@ -285,7 +382,7 @@ impl Channel {
                 self.0.1.notify_all();
             }
         }
-        thread::scope(|s| {
+        let out = thread::scope(|s| {
             thread::Builder::new()
                 .name("heartbeat".into())
                 .spawn_scoped(s, || {
@@ -298,6 +395,7 @@ impl Channel {
                             if wire::write_message(&mut beat, &Message::Heartbeat).is_err() {
                                 return;
                             }
+                            drain_heartbeats(&mut beat, &watch);
                             next += HEARTBEAT_EVERY;
                             continue;
                         }
@@ -309,8 +407,84 @@ impl Channel {
                 })
                 .context("starting the heartbeat thread")?;
             let _stop = StopOnDrop(&stop);
-            Ok(work())
-        })
+            anyhow::Ok(work(&watch))
+        })?;
+        if watch.stopped() {
+            // The peer's `Error` (or the closed connection), as the error.
+            return Err(match self.recv("the measured phase") {
+                Err(e) => e,
+                Ok(other) => anyhow!(
+                    "peer {} stopped the measured phase, then sent {}",
+                    self.peer,
+                    other.name()
+                ),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Set by the heartbeat thread when the peer ended the measured phase (it
+/// sent an `Error`, or closed the connection); read by the measured loops
+/// at their clock checks, as the stop flag is.
+#[derive(Debug, Default)]
+pub struct PeerWatch {
+    stopped: AtomicBool,
+}
+
+impl PeerWatch {
+    /// Whether the peer stopped.
+    #[inline]
+    pub fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
+    }
+
+    /// Whether the loop should end now: the peer stopped or a signal came.
+    #[inline]
+    pub fn should_stop(&self) -> bool {
+        self.stopped() || stop::requested().is_some()
+    }
+
+    /// Why the loop ended early (after [`PeerWatch::should_stop`]).
+    #[cold]
+    pub fn reason(&self) -> anyhow::Error {
+        match stop::requested() {
+            Some(sig) => Interrupted(sig).into(),
+            None => anyhow!("the peer stopped the measured phase"),
+        }
+    }
+}
+
+/// Reads every whole heartbeat waiting on `stream`, stopping at anything
+/// else, which is left for the caller's next read; an `Error` or the end
+/// of the stream sets `watch`. Never blocks (`MSG_DONTWAIT`).
+fn drain_heartbeats(stream: &mut TcpStream, watch: &PeerWatch) {
+    let mut buf = [0u8; 64];
+    loop {
+        let n = match recv(
+            stream.as_raw_fd(),
+            &mut buf,
+            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
+        ) {
+            Ok(n) => n,
+            Err(_) => return,
+        };
+        if n == 0 {
+            watch.stopped.store(true, Ordering::Relaxed);
+            return;
+        }
+        match wire::peek_header(&buf[..n]) {
+            Some(("heartbeat", len)) if len <= n => {
+                if io::Read::read_exact(stream, &mut buf[..len]).is_err() {
+                    return;
+                }
+            }
+            Some(("error", _)) => {
+                watch.stopped.store(true, Ordering::Relaxed);
+                return;
+            }
+            _ => return,
+        }
     }
 }
 
@@ -339,7 +513,7 @@ mod tests {
         });
         let mut ch = Channel::connect("127.0.0.1", port, timeout).unwrap();
         let started = Instant::now();
-        ch.with_heartbeat(|| thread::sleep(Duration::from_millis(1300)))
+        ch.with_heartbeat(|_| thread::sleep(Duration::from_millis(1300)))
             .unwrap();
         // Joined promptly once the work ended, not at its next beat.
         assert!(

@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use engine::report::{JsonLines, Report, SizeRecord, VerdictRecord};
+use engine::report::{InterruptedRecord, JsonLines, Report, SizeRecord, VerdictRecord};
 
 use crate::JsonFile;
 
@@ -29,6 +29,8 @@ pub struct Output {
     table: Option<Box<dyn Report>>,
     json: Option<JsonLines<Box<dyn Write>>>,
     file: Option<JsonFile>,
+    /// Whether [`Output::end`] ran.
+    ended: bool,
 }
 
 impl std::fmt::Debug for Output {
@@ -61,6 +63,7 @@ impl Output {
             table: table.filter(|_| table_on_stdout),
             json: out.map(JsonLines::new),
             file,
+            ended: false,
         })
     }
 
@@ -85,6 +88,7 @@ impl Output {
     /// # Errors
     /// I/O errors.
     pub fn end(&mut self) -> io::Result<()> {
+        self.ended = true;
         self.each(|r| r.end())
     }
 
@@ -122,9 +126,23 @@ impl Output {
     ///
     /// # Errors
     /// As [`JsonFile::commit`].
-    pub fn commit(mut self) -> anyhow::Result<()> {
+    pub fn commit(&mut self) -> anyhow::Result<()> {
         // Flush (and close) the file before it is renamed into place.
-        self.json = None;
+        if let Some(mut j) = self.json.take() {
+            j.end()?;
+        }
         self.file.take().map_or(Ok(()), JsonFile::commit)
+    }
+
+    /// The run was interrupted: closes the table if it is open, then
+    /// writes `record` as the last JSON line (the caller commits).
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn interrupted(&mut self, record: &InterruptedRecord) -> io::Result<()> {
+        if !self.ended {
+            self.end()?;
+        }
+        self.each(|r| r.interrupted(record))
     }
 }

@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use engine::bw::RESULT_LINE;
 use engine::config::TestConfig;
 use engine::gid::to_perftest_string;
-use engine::report::{RunContext, SideRecord, SizeRecord};
+use engine::report::{InterruptedRecord, RunContext, SideRecord, SizeRecord};
 use engine::spec::{Metric, TestSpec};
 use engine::wire::{Message, QpInfo, SideInfo};
 use serde::de::DeserializeOwned;
@@ -25,21 +25,25 @@ pub use crate::measure::Role;
 use crate::measure::bw::BwMeasure;
 use crate::measure::lat::LatMeasure;
 use crate::measure::{BannerPart, Measure, Shown, SizeCtx};
-use crate::oob::Channel;
+use crate::oob::{Bound, Channel};
 use crate::output::Output;
 use crate::session::{
-    Hello, client_barrier, client_goodbye, client_hello, expect_msg, progress, reject,
-    server_accept, server_all_phases_run, server_hello, server_mtu, server_next_phase, sysfs_rate,
+    Hello, client_barrier, client_goodbye, client_hello, expect_msg, reject, server_accept,
+    server_all_phases_run, server_hello, server_mtu, server_next_phase, show_progress, sysfs_rate,
 };
 use crate::setup::{Port, open_port};
 use crate::side::Side;
+use crate::stop::{self, Signal};
 use crate::{EXIT_VERDICT_FAIL, UsageError};
 
 /// The `main` of every test binary.
 pub fn main(spec: TestSpec) -> ExitCode {
     let result = crate::args::parse(spec)
         .map_err(anyhow::Error::new)
-        .and_then(|parsed| run(spec, &parsed));
+        .and_then(|parsed| {
+            stop::install().context("installing the SIGINT/SIGTERM handlers")?;
+            run(spec, &parsed)
+        });
     crate::finish(spec.name(), result)
 }
 
@@ -206,6 +210,49 @@ fn decode<T: DeserializeOwned>(
         .with_context(|| format!("{whose} result"))
 }
 
+/// The bound on a measured phase that starts now: its budget (from its
+/// iterations or duration) plus `--timeout`.
+fn phase_bound<M: Measure>(m: &M, size: u64, timeout: std::time::Duration) -> Bound {
+    let bound = m.config().phase_budget(size) + timeout;
+    Bound::Phase {
+        at: std::time::Instant::now() + bound,
+        bound,
+    }
+}
+
+/// Where a run is in its sizes, for the record of an interruption.
+#[derive(Debug, Default)]
+struct Progress {
+    completed: usize,
+    in_progress: Option<u64>,
+}
+
+/// A run stopped by `sig`: closes the table, writes the interrupted record
+/// after the completed sizes, commits the `--json` file and says so.
+fn report_interrupted(
+    spec: TestSpec,
+    role: Role,
+    out: &mut Output,
+    sig: Signal,
+    progress: &Progress,
+    total: usize,
+) -> anyhow::Result<()> {
+    show_progress("");
+    out.interrupted(&InterruptedRecord {
+        by: sig.name().to_owned(),
+        role: role.name(),
+        sizes_completed: progress.completed,
+        sizes_total: total,
+        size_in_progress: progress.in_progress,
+    })?;
+    out.commit()?;
+    eprintln!(
+        "{spec}: interrupted by {sig} after {} of {total} sizes; the report holds the completed ones",
+        progress.completed
+    );
+    Ok(())
+}
+
 fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Result<u8> {
     let cfg = M::client_config(spec, cli)?;
     // Before the device: `--clock tsc` where there is none is bad input.
@@ -225,7 +272,10 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
     let mut out = Output::open(cli.json.as_deref(), m.table(Role::Client))?;
 
     let mut ch = Channel::connect(server, cli.conn.port, cli.conn.timeout)?;
+    let total = m.config().sizes().len();
+    let mut at = Progress::default();
     let result = (|| -> anyhow::Result<u8> {
+        stop::pause_point("hello");
         let (remote_side, remote_qps, mtu) = client_hello(
             &mut ch,
             spec.name(),
@@ -250,9 +300,13 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
         out.begin()?;
         for (phase, &size) in m.config().sizes().to_vec().iter().enumerate() {
             let phase = phase as u32;
+            stop::check()?;
+            at.in_progress = Some(size);
             m.prepare(&side, size)?;
             client_barrier(&mut ch, phase)?;
-            progress(&format!("{spec}: {size} B ..."));
+            let bound = phase_bound(&m, size, cli.conn.timeout);
+            stop::pause_point("measure");
+            show_progress(&format!("{spec}: {size} B ..."));
             let mine = m.run_size(SizeCtx {
                 side: &side,
                 remote: &remote_qps,
@@ -261,26 +315,23 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
                 timeout: cli.conn.timeout,
                 ch: &mut ch,
             });
-            let mine = match mine {
-                Ok(o) => o,
-                Err(e) => {
-                    ch.send_error(&format!("client failed: {e:#}"));
-                    return Err(e);
-                }
-            };
+            let mine = mine?;
+            stop::pause_point("done");
             ch.send(&Message::Done {
                 phase,
                 result: mine.as_ref().map(serde_json::to_value).transpose()?,
             })?;
-            let peer = match ch.recv("the end barrier")? {
+            let peer = match ch.recv_within("the server's result", bound)? {
                 Message::Done { phase: p, result } if p == phase => result,
                 other => return Err(expect_msg(other, "done")),
             };
             let peer = decode::<M::Outcome>(peer, "the server's")?;
-            progress("");
+            show_progress("");
             if let Some(shown) = m.shown(Role::Client, size, mine.as_ref(), peer)? {
                 report_size(&mut out, &ctx, shown)?;
             }
+            at.completed += 1;
+            at.in_progress = None;
         }
         out.end()?;
         m.after_table(&mut out)?;
@@ -296,7 +347,12 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
         Ok(code)
     })();
     if let Err(e) = &result {
-        ch.send_error(&format!("{e:#}"));
+        if let Some(sig) = stop::interrupted_by(e) {
+            ch.send_error(&format!("client interrupted by {sig}"));
+            report_interrupted(spec, Role::Client, &mut out, sig, &at, total)?;
+            return Ok(sig.exit_code());
+        }
+        ch.send_error(&format!("client failed: {e:#}"));
     }
     result
 }
@@ -335,15 +391,20 @@ fn serve<M: Measure>(
         Ok(m) => m,
         Err(e) => return Err(reject(ch, format!("server cannot run the test: {e:#}"))),
     };
+    // Before anything is allocated: the QP list matches the configuration,
+    // and memory plus queue rings fit --max-mem.
     if let Err(reason) = m.check_offer(client_qps.len()) {
         return Err(reject(ch, reason));
     }
-    let need = m.layout(Role::Server).memory();
+    let layout = m.layout(Role::Server);
+    let (memory, rings) = (layout.memory(), layout.rings());
+    let need = memory.saturating_add(rings);
     if need > cli.max_mem {
         return Err(reject(
             ch,
             format!(
-                "the test needs {need} bytes of registered memory on the server, above its --max-mem {}",
+                "the test needs {need} bytes on the server ({memory} of registered memory and \
+                 an estimated {rings} of queue rings), above its --max-mem {}",
                 cli.max_mem
             ),
         ));
@@ -359,6 +420,7 @@ fn serve<M: Measure>(
     if let Err(e) = side.connect(&client_qps, mtu, cli.conn.qp_timeout, outs) {
         return Err(reject(ch, format!("server cannot connect its QPs: {e:#}")));
     }
+    stop::pause_point("accept");
     server_accept(ch, local_side, mtu, local_qps.clone())?;
     banner(
         spec,
@@ -372,38 +434,55 @@ fn serve<M: Measure>(
     );
     let ctx = context(spec, Role::Server, &m, mtu, local_side, &client_side, outs);
     let mut out = Output::open(cli.json.as_deref(), m.table(Role::Server))?;
-    out.begin()?;
     let sizes = m.config().sizes().to_vec();
-    let mut phase = 0u32;
-    while let Some(size) = server_next_phase(ch, phase, &sizes)? {
-        m.prepare(&side, size)?;
-        ch.send(&Message::Barrier { phase })?;
-        let mine = m.run_size(SizeCtx {
-            side: &side,
-            remote: &client_qps,
-            size,
-            role: Role::Server,
-            timeout: cli.conn.timeout,
-            ch,
-        })?;
-        let peer = match ch.recv("the client's result")? {
-            Message::Done { phase: p, result } if p == phase => result,
-            other => return Err(expect_msg(other, "done")),
-        };
-        let peer = decode::<M::Outcome>(peer, "the client's")?;
-        let mine_json = mine.as_ref().map(serde_json::to_value).transpose()?;
-        let shown = m.shown(Role::Server, size, mine.as_ref(), peer)?;
-        ch.send(&Message::Done {
-            phase,
-            result: mine_json,
-        })?;
-        if let Some(shown) = shown {
-            report_size(&mut out, &ctx, shown)?;
+    let mut at = Progress::default();
+    let result = (|| -> anyhow::Result<u8> {
+        out.begin()?;
+        let mut phase = 0u32;
+        while let Some(size) = server_next_phase(ch, phase, &sizes)? {
+            stop::check()?;
+            at.in_progress = Some(size);
+            m.prepare(&side, size)?;
+            ch.send(&Message::Barrier { phase })?;
+            let bound = phase_bound(&m, size, cli.conn.timeout);
+            stop::pause_point("measure");
+            let mine = m.run_size(SizeCtx {
+                side: &side,
+                remote: &client_qps,
+                size,
+                role: Role::Server,
+                timeout: cli.conn.timeout,
+                ch,
+            })?;
+            let peer = match ch.recv_within("the client's result", bound)? {
+                Message::Done { phase: p, result } if p == phase => result,
+                other => return Err(expect_msg(other, "done")),
+            };
+            let peer = decode::<M::Outcome>(peer, "the client's")?;
+            let mine_json = mine.as_ref().map(serde_json::to_value).transpose()?;
+            let shown = m.shown(Role::Server, size, mine.as_ref(), peer)?;
+            stop::pause_point("done");
+            ch.send(&Message::Done {
+                phase,
+                result: mine_json,
+            })?;
+            if let Some(shown) = shown {
+                report_size(&mut out, &ctx, shown)?;
+            }
+            at.completed += 1;
+            at.in_progress = None;
+            phase += 1;
         }
-        phase += 1;
+        out.end()?;
+        server_all_phases_run(phase, &sizes)?;
+        out.commit()?;
+        Ok(0)
+    })();
+    if let Err(e) = &result
+        && let Some(sig) = stop::interrupted_by(e)
+    {
+        ch.send_error(&format!("server interrupted by {sig}"));
+        report_interrupted(spec, Role::Server, &mut out, sig, &at, sizes.len())?;
     }
-    out.end()?;
-    server_all_phases_run(phase, &sizes)?;
-    out.commit()?;
-    Ok(0)
+    result
 }

@@ -4,16 +4,19 @@
 
 use std::io::{self, IsTerminal};
 use std::path::Path;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use engine::config::ConfigError;
-use engine::wire::{Message, QpInfo, SideInfo};
+use engine::wire::{self, Message, QpInfo, SideInfo};
 use serde::de::DeserializeOwned;
 use verbs::Mtu;
 
 use crate::oob::{Channel, Listener};
 use crate::setup::Port;
+use crate::stop::{self, Signal};
 
 /// Client: sends the test and its side (with the path MTU it proposes),
 /// returns the server's side, QPs and the MTU it chose.
@@ -40,6 +43,11 @@ pub fn client_hello(
                 Mtu::from_bytes(mtu).ok_or_else(|| anyhow!("server chose an invalid MTU {mtu}"))?;
             Ok((side, qps, mtu))
         }
+        Message::Busy { reason } => Err(anyhow!(
+            "server {} is busy: {}",
+            ch.peer(),
+            engine::wire::printable(&reason, engine::wire::MAX_PEER_TEXT)
+        )),
         other => Err(expect_msg(other, "accept")),
     }
 }
@@ -219,7 +227,7 @@ pub fn server_mtu(
 }
 
 /// Shows progress on stderr, only when it is a terminal.
-pub fn progress(msg: &str) {
+pub fn show_progress(msg: &str) {
     if io::stderr().is_terminal() {
         eprint!("\r{msg}\x1b[K");
     }
@@ -247,7 +255,11 @@ pub fn sysfs_rate(sysfs_root: &Path, port: &Port) -> Option<String> {
 /// `--accept-timeout`) for one client — dropping, with one line on stderr,
 /// every connection that does not open with a valid `Hello` within
 /// `--timeout` — and runs `serve` on it with that `Hello`; a failure is
-/// also reported to the client.
+/// also reported to the client. While a session runs, other clients are
+/// told the server is busy ([`Message::Busy`]). `--persistent`: serves
+/// clients one after another until stopped. SIGINT/SIGTERM abort the
+/// session in progress (the client is told) and end the server: exit
+/// 130/143, or 0 for a persistent server stopped by SIGTERM.
 ///
 /// # Errors
 /// Device and usage errors before listening, the accept bound, and
@@ -275,19 +287,55 @@ pub fn run_server(
         conn.port
     );
     let mut session = 0u64;
+    let stopped = |sig: Signal, session: u64| {
+        eprintln!("{program}: stopped by {sig} after {session} sessions");
+        Ok(if conn.persistent && sig == Signal::Term {
+            0
+        } else {
+            sig.exit_code()
+        })
+    };
     loop {
         let deadline = if conn.persistent {
             None
         } else {
             Some(Instant::now() + conn.accept_timeout)
         };
-        let (mut ch, hello) = next_client(program, &listener, conn, deadline)?;
+        let (mut ch, hello) = match next_client(program, &listener, conn, deadline) {
+            Ok(c) => c,
+            Err(e) => match stop::interrupted_by(&e) {
+                Some(sig) => return stopped(sig, session),
+                None => return Err(e),
+            },
+        };
         session += 1;
         let peer = ch.peer();
+        let test = match &hello {
+            Message::Hello { test, .. } => wire::printable(test, 64),
+            _ => String::new(),
+        };
         // The session's resources (QPs, CQs, memory) live in `serve` and
-        // are gone when it returns.
-        let result = serve(&mut ch, hello, port.clone(), &local_side);
+        // are gone when it returns. Meanwhile other clients are turned away.
+        let busy = AtomicBool::new(false);
+        let result = thread::scope(|s| {
+            let turning_away = thread::Builder::new()
+                .name("busy".into())
+                .spawn_scoped(s, || {
+                    turn_away(program, &listener, conn, &busy, session, peer, &test);
+                });
+            if let Err(e) = turning_away {
+                eprintln!("{program}: cannot start the thread that turns other clients away: {e}");
+            }
+            let result = serve(&mut ch, hello, port.clone(), &local_side);
+            busy.store(true, Ordering::Relaxed);
+            result
+        });
         if let Err(e) = &result {
+            if let Some(sig) = stop::interrupted_by(e) {
+                // `serve` told the client and reported what it measured.
+                eprintln!("{program}: session {session} with {peer}: interrupted by {sig}");
+                return stopped(sig, session);
+            }
             ch.send_error(&format!("server failed: {e:#}"));
         }
         if !conn.persistent {
@@ -301,6 +349,61 @@ pub fn run_server(
         }
     }
 }
+
+/// While session `session` with `client` runs: answers every other client
+/// with [`Message::Busy`] (after reading its hello, within a short bound,
+/// so the answer is not lost to a reset) and drops any other connection,
+/// one line on stderr each, until `done` is set.
+fn turn_away(
+    program: &str,
+    listener: &Listener,
+    conn: &crate::args::ConnectionArgs,
+    done: &AtomicBool,
+    session: u64,
+    client: std::net::SocketAddr,
+    test: &str,
+) {
+    let bound = conn.timeout.min(TURN_AWAY_BOUND);
+    while !done.load(Ordering::Relaxed) {
+        let (stream, addr) = match listener.try_accept() {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            Err(e) => {
+                eprintln!("{program}: accepting a connection while busy: {e}");
+                thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        let Ok(mut ch) = Channel::accepted(stream, bound) else {
+            continue;
+        };
+        match ch.recv_first("the client's test") {
+            Ok(Message::Hello { .. }) => {
+                let _ = ch.send(&Message::Busy {
+                    reason: format!(
+                        "it is running a {test} session (session {session}) for {client}; \
+                         try again when it ends"
+                    ),
+                });
+                eprintln!(
+                    "{program}: turned away a client from {addr}: busy with session {session} ({client})"
+                );
+            }
+            Ok(other) => eprintln!(
+                "{program}: dropped a connection from {addr}: it sent {} before hello",
+                other.name()
+            ),
+            Err(e) => eprintln!("{program}: dropped a connection from {addr}: {e:#}"),
+        }
+    }
+}
+
+/// Longest a busy server waits for a second client's hello before it drops
+/// the connection.
+const TURN_AWAY_BOUND: Duration = Duration::from_secs(2);
 
 /// Waits for the next real client (until `deadline`, or for ever): a
 /// connection that is not a client — a port probe, a health check, junk,

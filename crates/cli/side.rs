@@ -51,6 +51,12 @@ impl Layout {
         engine::config::memory_for(self.area, self.qps, self.initiates)
     }
 
+    /// Bytes of device queue rings (send, receive, completion) this
+    /// layout's QPs and CQs are estimated to take ([`engine::config::ring_bytes`]).
+    pub fn rings(&self) -> u64 {
+        engine::config::ring_bytes(self.qps, self.threads, self.tx_depth, self.inline_size)
+    }
+
     fn qps_of_thread(&self, t: u32) -> Range<u32> {
         engine::config::share(self.qps, self.threads, t)
     }

@@ -28,6 +28,7 @@ use engine::spec::{TestSpec, Verb};
 use super::{BannerPart, Measure, Role, Shown, SizeCtx};
 use crate::UsageError;
 use crate::args::Cli;
+use crate::oob::PeerWatch;
 use crate::output::Stdout;
 use crate::setup::Port;
 use crate::side::{Layout, Side};
@@ -93,6 +94,7 @@ pub fn measure<O: BwOp>(
     size: u64,
     remote: &[QpInfo],
     timeout: Duration,
+    watch: &PeerWatch,
 ) -> anyhow::Result<Measurement> {
     let start = StartGate::default();
     let wall = Instant::now();
@@ -115,7 +117,7 @@ pub fn measure<O: BwOp>(
                         remote: &remote[lo..hi],
                         lkey: side.lkey(),
                     };
-                    worker.run(cfg, size, timeout, start)
+                    worker.run(cfg, size, timeout, start, watch)
                 });
             match spawned {
                 Ok(h) => handles.push(h),
@@ -276,6 +278,7 @@ impl<O: BwOp> Worker<'_, O> {
         size: u64,
         timeout: Duration,
         start: &StartGate,
+        watch: &PeerWatch,
     ) -> anyhow::Result<ThreadOutcome> {
         let n = self.qps.len();
         let inline = O::INLINE && size <= u64::from(cfg.inline_size);
@@ -341,6 +344,9 @@ impl<O: BwOp> Worker<'_, O> {
                     }
                     sched.complete(wc.wr_id())?;
                 }
+                if watch.should_stop() {
+                    return Err(watch.reason());
+                }
                 let now = Instant::now();
                 last_progress = now;
                 end = now;
@@ -356,6 +362,9 @@ impl<O: BwOp> Worker<'_, O> {
                 empty_polls += 1;
                 if empty_polls >= POLLS_PER_CLOCK_CHECK {
                     empty_polls = 0;
+                    if watch.should_stop() {
+                        return Err(watch.reason());
+                    }
                     let now = Instant::now();
                     if let Some(w) = &window
                         && sched.is_posting()
@@ -580,10 +589,10 @@ impl Measure for BwMeasure {
         let cfg = &self.cfg;
         let measured = match self.spec.verb {
             Verb::Write => {
-                ch.with_heartbeat(|| measure(WriteOp, side, cfg, size, remote, timeout))?
+                ch.with_heartbeat(|w| measure(WriteOp, side, cfg, size, remote, timeout, w))?
             }
             Verb::Read => {
-                ch.with_heartbeat(|| measure(ReadOp, side, cfg, size, remote, timeout))?
+                ch.with_heartbeat(|w| measure(ReadOp, side, cfg, size, remote, timeout, w))?
             }
             _ => anyhow::bail!(
                 "{} has no bandwidth loop in this build",

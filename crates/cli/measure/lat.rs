@@ -38,10 +38,11 @@ use super::{BannerPart, Measure, Role, Shown, SizeCtx};
 use crate::UsageError;
 use crate::args::Cli;
 use crate::clock::{Clock, MonotonicTicks, Ticks, TscTicks};
-use crate::oob::Channel;
+use crate::oob::{Channel, PeerWatch};
 use crate::output::{Output, Stdout};
 use crate::setup::Port;
 use crate::side::{Layout, Side};
+use crate::stop;
 
 /// Spins between two clock (and, for the server in duration mode,
 /// channel) checks. Large on purpose: the bound is seconds, and a clock
@@ -102,6 +103,8 @@ pub struct SizeRun<'a> {
     pub ch: Option<&'a Channel>,
     /// Where the client records its samples (the server records none).
     pub rec: &'a mut LatRecorder,
+    /// Whether to stop early (a signal, or the peer stopped).
+    pub watch: &'a PeerWatch,
 }
 
 #[cold]
@@ -126,6 +129,7 @@ struct Loop<'a, T> {
     /// possibly slower, clock in the loop.
     ticks: &'a T,
     timeout_ticks: u64,
+    watch: &'a PeerWatch,
 }
 
 impl SizeRun<'_> {
@@ -157,6 +161,7 @@ impl SizeRun<'_> {
             timeout,
             ch,
             rec,
+            watch,
         } = self;
         let len = usize::try_from(size).context("message size")?;
         let local = LocalSge {
@@ -205,6 +210,7 @@ impl SizeRun<'_> {
             timeout,
             ticks,
             timeout_ticks: rate.ticks_for_ns(u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX)),
+            watch,
         };
 
         // Duration mode in ticks, so the loop never converts.
@@ -312,6 +318,9 @@ impl<T: Ticks> Loop<'_, T> {
             polls += 1;
             if polls == SPINS_PER_CHECK {
                 polls = 0;
+                if self.watch.should_stop() {
+                    return Err(self.watch.reason());
+                }
                 let now = self.ticks.now();
                 if now > *deadline.get_or_insert(now.saturating_add(self.timeout_ticks)) {
                     bail!(
@@ -341,10 +350,18 @@ impl<T: Ticks> Loop<'_, T> {
             spins += 1;
             if spins == SPINS_PER_CHECK {
                 spins = 0;
+                if self.watch.should_stop() {
+                    return Err(self.watch.reason());
+                }
                 let now = self.ticks.now();
                 let start = *since.get_or_insert(now);
-                if matches!(until, Until::PeerSaysStop) && ch.is_some_and(Channel::has_pending) {
-                    return Ok(false);
+                // The peer's control message mid-loop: the end of a timed
+                // run, or (otherwise) its error, which the caller reads.
+                if ch.is_some_and(Channel::has_pending) {
+                    if matches!(until, Until::PeerSaysStop) {
+                        return Ok(false);
+                    }
+                    bail!("the peer stopped the measured phase");
                 }
                 if now.saturating_sub(start) > self.timeout_ticks {
                     return Err(peer_silent(self.timeout, count));
@@ -559,7 +576,7 @@ impl Measure for LatMeasure {
         self.rec.reset();
         let inline = size <= u64::from(self.cfg.inline_size);
         let (clock, rec) = (&self.clock, &mut self.rec);
-        let run = |ch: Option<&Channel>, rec: &mut LatRecorder| {
+        let run = |ch: Option<&Channel>, rec: &mut LatRecorder, watch: &PeerWatch| {
             SizeRun {
                 op,
                 side,
@@ -571,15 +588,28 @@ impl Measure for LatMeasure {
                 timeout,
                 ch,
                 rec,
+                watch,
             }
             .run(clock)
         };
         let (count, rate) = match op {
             // The write ping-pong keeps the peer busy: no heartbeat thread
             // beside the measured loop.
-            LatOp::WritePingPong => run(Some(&*ch), rec)?,
+            LatOp::WritePingPong => match run(Some(&*ch), rec, &PeerWatch::default()) {
+                // The peer stopped and said why on the control channel.
+                Err(_) if stop::requested().is_none() && ch.has_pending() => {
+                    return Err(match ch.recv("the measured phase") {
+                        Err(e) => e,
+                        Ok(other) => anyhow!(
+                            "the peer stopped the measured phase, then sent {}",
+                            other.name()
+                        ),
+                    });
+                }
+                r => r?,
+            },
             // The reader's peer is passive, waiting on the control channel.
-            LatOp::Read => ch.with_heartbeat(|| run(None, rec))??,
+            LatOp::Read => ch.with_heartbeat(|w| run(None, rec, w))??,
         };
         self.rate = rate;
         if op == LatOp::Read {

@@ -26,6 +26,15 @@ pub const MAX_ITERS: u64 = 1 << 40;
 pub const MAX_DURATION_S: f64 = 86_400.0;
 /// Most sizes in one run (the `-a` sweep has 23).
 pub const MAX_SIZES: usize = 64;
+/// Most send-queue entries over all QPs (`-q` × `-t`): 4 Mi entries, about
+/// 256 MiB of work-queue rings on a device with 64-byte entries.
+pub const MAX_SEND_QUEUE_ENTRIES: u64 = 1 << 22;
+/// Bytes of device ring one send-queue entry is counted as in `--max-mem`
+/// (one 64-byte basic block, as mlx5's WQE), before inline data.
+pub const SQ_ENTRY_BYTES: u64 = 64;
+/// Bytes of device ring one completion-queue entry is counted as (mlx5's
+/// 64-byte CQE).
+pub const CQ_ENTRY_BYTES: u64 = 64;
 /// Cache line used to align ring slots of small messages.
 pub const CACHE_LINE: u64 = 64;
 /// Ring size for small messages (perftest's page-sized cycle buffer).
@@ -250,6 +259,16 @@ impl BwConfig {
                 format!("tx depth {} is outside 1..={MAX_TX_DEPTH}", self.tx_depth),
             ));
         }
+        let entries = u64::from(self.qps) * u64::from(self.tx_depth);
+        if entries > MAX_SEND_QUEUE_ENTRIES {
+            return Err(bad(
+                "-t/--tx-depth",
+                format!(
+                    "{} QPs × tx depth {} is {entries} send-queue entries; at most {MAX_SEND_QUEUE_ENTRIES}",
+                    self.qps, self.tx_depth
+                ),
+            ));
+        }
         if self.cq_mod == 0 || self.cq_mod > MAX_CQ_MOD {
             return Err(bad(
                 "-Q/--cq-mod",
@@ -328,6 +347,45 @@ pub trait TestConfig: Serialize + serde::de::DeserializeOwned + Clone {
     fn set_outs(&mut self, outs: u32);
     /// The configuration as the reports show it.
     fn record(&self) -> crate::report::ConfigRecord;
+    /// How long the measured phase of a size may take, before `--timeout`
+    /// is added: see [`phase_budget`].
+    fn phase_budget(&self, size: u64) -> std::time::Duration;
+}
+
+/// Slowest data rate a measured phase is allowed when its bound is derived
+/// from its iterations: 10 MB/s, far below any RDMA link (soft-RoCE in
+/// software emulation included), so a slow link is never cut off.
+pub const PHASE_FLOOR_BYTES_PER_S: f64 = 10e6;
+/// Slowest message rate a measured phase is allowed: one per millisecond.
+pub const PHASE_FLOOR_SECONDS_PER_MESSAGE: f64 = 1e-3;
+/// Longest measured phase, whatever a configuration asks (a month): keeps
+/// every deadline representable.
+pub const MAX_PHASE_S: f64 = 30.0 * 86_400.0;
+
+/// The bound on one measured phase: its duration in duration mode, else
+/// `iters × messages_per_iter` messages of `size` bytes at the floor rates
+/// ([`PHASE_FLOOR_SECONDS_PER_MESSAGE`] each plus the bytes at
+/// [`PHASE_FLOOR_BYTES_PER_S`]); at most [`MAX_PHASE_S`]. Heartbeats prove
+/// a busy peer alive but never extend a phase past this plus `--timeout`.
+pub fn phase_budget(
+    iters: u64,
+    duration: Option<DurationMode>,
+    messages_per_iter: u64,
+    size: u64,
+) -> std::time::Duration {
+    let secs = match duration {
+        Some(d) => d.seconds,
+        None => {
+            let messages = iters as f64 * messages_per_iter as f64;
+            messages * (PHASE_FLOOR_SECONDS_PER_MESSAGE + size as f64 / PHASE_FLOOR_BYTES_PER_S)
+        }
+    };
+    let secs = if secs.is_nan() {
+        MAX_PHASE_S
+    } else {
+        secs.clamp(0.0, MAX_PHASE_S)
+    };
+    std::time::Duration::from_secs_f64(secs)
 }
 
 impl TestConfig for BwConfig {
@@ -349,6 +407,15 @@ impl TestConfig for BwConfig {
     fn record(&self) -> crate::report::ConfigRecord {
         crate::report::ConfigRecord::Bw(self.clone())
     }
+    fn phase_budget(&self, size: u64) -> std::time::Duration {
+        let directions = if self.bidirectional { 2 } else { 1 };
+        phase_budget(
+            self.iters,
+            self.duration,
+            u64::from(self.qps) * directions,
+            size,
+        )
+    }
 }
 
 /// Bytes a side registers: a target area per QP, plus a source area per
@@ -356,6 +423,26 @@ impl TestConfig for BwConfig {
 pub fn memory_for(area: u64, qps: u32, sends: bool) -> u64 {
     let areas = if sends { 2 } else { 1 };
     area.saturating_mul(u64::from(qps)).saturating_mul(areas)
+}
+
+/// Bytes of device rings a side's queues are counted as in `--max-mem`:
+/// every QP's send queue (`tx_depth` entries, each a basic block plus its
+/// inline data rounded up to blocks) and one-entry receive queue, and the
+/// completion queues (one entry per send-queue entry, plus one per CQ).
+/// Saturating: a peer's numbers cannot overflow it.
+pub fn ring_bytes(qps: u32, cqs: u32, tx_depth: u32, inline_size: u32) -> u64 {
+    let sq_entry =
+        SQ_ENTRY_BYTES + u64::from(inline_size).div_ceil(SQ_ENTRY_BYTES) * SQ_ENTRY_BYTES;
+    let qps = u64::from(qps);
+    let sq = qps
+        .saturating_mul(u64::from(tx_depth))
+        .saturating_mul(sq_entry);
+    let rq = qps.saturating_mul(SQ_ENTRY_BYTES);
+    let cq = qps
+        .saturating_mul(u64::from(tx_depth))
+        .saturating_add(u64::from(cqs))
+        .saturating_mul(CQ_ENTRY_BYTES);
+    sq.saturating_add(rq).saturating_add(cq)
 }
 
 /// Part `t` of `total` items split into `parts` contiguous ranges, as even
@@ -603,6 +690,67 @@ mod tests {
 #[cfg(test)]
 mod peer_bounds {
     use super::*;
+
+    #[test]
+    fn phase_budgets_follow_the_run_and_stay_representable() {
+        let d = BwConfig::default();
+        // 5000 × 64 KiB: 5 s of messages plus 32.8 s of bytes at the floors.
+        let b = d.phase_budget(65536).as_secs_f64();
+        assert!((b - (5.0 + 5000.0 * 65536.0 / 10e6)).abs() < 1e-6, "{b}");
+        let bidir = BwConfig {
+            bidirectional: true,
+            ..d.clone()
+        };
+        assert!((bidir.phase_budget(65536).as_secs_f64() - 2.0 * b).abs() < 1e-6);
+        let timed = BwConfig {
+            duration: Some(DurationMode {
+                seconds: 7.0,
+                margin: 1.0,
+            }),
+            ..d.clone()
+        };
+        assert_eq!(
+            timed.phase_budget(8 << 20),
+            std::time::Duration::from_secs(7)
+        );
+        let huge = BwConfig {
+            iters: MAX_ITERS,
+            qps: MAX_QPS,
+            ..d
+        };
+        assert_eq!(
+            huge.phase_budget(MAX_SIZE),
+            std::time::Duration::from_secs_f64(MAX_PHASE_S)
+        );
+        // Whatever the inputs, a deadline of now + budget exists.
+        let far = std::time::Instant::now().checked_add(huge.phase_budget(MAX_SIZE));
+        assert!(far.is_some());
+    }
+
+    #[test]
+    fn rings_are_counted_and_the_queue_product_is_capped() {
+        // 1 QP, depth 128, no inline, one CQ: 128 SQ blocks, one RQ entry,
+        // 129 CQEs.
+        assert_eq!(ring_bytes(1, 1, 128, 0), (128 + 1 + 129) * 64);
+        // Inline data rounds up to blocks: 220 bytes are 4 more.
+        assert_eq!(ring_bytes(1, 1, 1, 220), (5 + 1 + 2) * 64);
+        assert_eq!(ring_bytes(u32::MAX, u32::MAX, u32::MAX, u32::MAX), u64::MAX);
+        let c = BwConfig {
+            qps: 16384,
+            tx_depth: 15000,
+            cq_mod: 1,
+            ..BwConfig::default()
+        };
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.flag, "-t/--tx-depth");
+        assert!(e.message.contains("245760000 send-queue entries"), "{e}");
+        let ok = BwConfig {
+            qps: 16384,
+            tx_depth: 256,
+            ..BwConfig::default()
+        };
+        assert_eq!(ok.validate(), Ok(()));
+    }
 
     #[test]
     fn a_peer_cannot_ask_for_an_unbounded_run() {

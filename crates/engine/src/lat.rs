@@ -106,6 +106,10 @@ impl crate::config::TestConfig for LatConfig {
     fn record(&self) -> crate::report::ConfigRecord {
         crate::report::ConfigRecord::Lat(self.clone())
     }
+    fn phase_budget(&self, size: u64) -> std::time::Duration {
+        // A round trip is two messages (a read's request and response).
+        crate::config::phase_budget(self.iters, self.duration, 2, size)
+    }
 }
 
 /// Lowest value the histogram tells apart, nanoseconds.

@@ -179,6 +179,30 @@ pub trait Report {
     /// # Errors
     /// I/O errors of the destination.
     fn end(&mut self) -> io::Result<()>;
+    /// The run was interrupted (after [`Report::end`]): the last record.
+    /// A table shows nothing more (the runner says it on stderr).
+    ///
+    /// # Errors
+    /// I/O errors of the destination.
+    fn interrupted(&mut self, _record: &InterruptedRecord) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// How an interrupted run ended: the last JSON line of its report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InterruptedRecord {
+    /// What stopped it: `SIGINT`, `SIGTERM`, or `peer` (the peer
+    /// reported that it was interrupted).
+    pub by: String,
+    /// This side's role.
+    pub role: &'static str,
+    /// Sizes whose results were reported before the interruption.
+    pub sizes_completed: usize,
+    /// Sizes the run was to measure.
+    pub sizes_total: usize,
+    /// The size being measured when the run stopped, if one was.
+    pub size_in_progress: Option<u64>,
 }
 
 /// JSON lines: one self-contained object per size,
@@ -220,6 +244,13 @@ struct SizeLine<'a> {
 }
 
 #[derive(Serialize)]
+struct InterruptedLine<'a> {
+    schema_version: u32,
+    kind: &'static str,
+    interrupted: &'a InterruptedRecord,
+}
+
+#[derive(Serialize)]
 struct VerdictLine<'a> {
     schema_version: u32,
     kind: &'static str,
@@ -253,6 +284,14 @@ impl<W: Write> Report for JsonLines<W> {
 
     fn end(&mut self) -> io::Result<()> {
         self.out.flush()
+    }
+
+    fn interrupted(&mut self, interrupted: &InterruptedRecord) -> io::Result<()> {
+        self.line(&InterruptedLine {
+            schema_version: SCHEMA_VERSION,
+            kind: "interrupted",
+            interrupted,
+        })
     }
 }
 

@@ -51,6 +51,7 @@ const KIND_HEARTBEAT: u8 = 5;
 const KIND_DONE: u8 = 6;
 const KIND_ERROR: u8 = 7;
 const KIND_BYE: u8 = 8;
+const KIND_BUSY: u8 = 9;
 
 /// What one side tells the other about one of its queue pairs and the
 /// memory region the peer may write into.
@@ -158,6 +159,12 @@ pub enum Message {
     },
     /// Kind 8: orderly goodbye before closing the connection.
     Bye,
+    /// Kind 9, server to client: the server is running another client's
+    /// test; this connection is closed after this message.
+    Busy {
+        /// What the server is busy with, for the user.
+        reason: String,
+    },
 }
 
 /// A field that is present, even as `null`, is `Some`.
@@ -177,6 +184,7 @@ impl Message {
             Self::Done { .. } => KIND_DONE,
             Self::Error { .. } => KIND_ERROR,
             Self::Bye => KIND_BYE,
+            Self::Busy { .. } => KIND_BUSY,
         }
     }
 
@@ -221,6 +229,7 @@ pub fn kind_name(kind: u8) -> Option<&'static str> {
         KIND_DONE => "done",
         KIND_ERROR => "error",
         KIND_BYE => "bye",
+        KIND_BUSY => "busy",
         _ => return None,
     })
 }
@@ -567,6 +576,17 @@ pub fn read_message<R: Read>(r: &mut R) -> Result<Message, WireError> {
     decode_payload(kind, &payload)
 }
 
+/// What a frame starting at `bytes` is, from its header alone: its kind's
+/// name and its whole length (header and payload), or `None` while fewer
+/// than [`HEADER_LEN`] bytes are there or when the header is not valid.
+/// Lets a reader that must not consume other messages (a heartbeat thread
+/// draining beats) look before it reads.
+pub fn peek_header(bytes: &[u8]) -> Option<(&'static str, usize)> {
+    let header = bytes.first_chunk::<HEADER_LEN>()?;
+    let (kind, len) = parse_header(header).ok()?;
+    Some((kind_name(kind)?, HEADER_LEN + len as usize))
+}
+
 /// Decodes one frame from the start of `frame`; returns the message and
 /// the number of bytes it took (any bytes after it are left alone).
 ///
@@ -720,6 +740,9 @@ mod tests {
                 message: "ibv_reg_mr failed".into(),
             },
             Message::Bye,
+            Message::Busy {
+                reason: "running write_bw for 169.254.0.2:40000".into(),
+            },
         ]
     }
 
@@ -806,10 +829,11 @@ mod tests {
                 (6, "done"),
                 (7, "error"),
                 (8, "bye"),
+                (9, "busy"),
             ]
         );
         assert_eq!(kind_name(0), None);
-        assert_eq!(kind_name(9), None);
+        assert_eq!(kind_name(10), None);
     }
 
     #[test]
@@ -989,8 +1013,21 @@ mod tests {
     }
 
     #[test]
+    fn a_header_is_peeked_without_its_payload() {
+        let beat = encode(&Message::Heartbeat).unwrap();
+        assert_eq!(peek_header(&beat), Some(("heartbeat", beat.len())));
+        let err = encode(&Message::Error {
+            message: "x".repeat(5000),
+        })
+        .unwrap();
+        assert_eq!(peek_header(&err[..HEADER_LEN]), Some(("error", err.len())));
+        assert_eq!(peek_header(&err[..HEADER_LEN - 1]), None);
+        assert_eq!(peek_header(b"GET / HTTP/1.1\r\n"), None);
+    }
+
+    #[test]
     fn unknown_kinds_are_rejected() {
-        for kind in [0u8, 9, 255] {
+        for kind in [0u8, 10, 255] {
             let f = frame(PROTOCOL_VERSION, kind, 0, b"{}");
             let e = decode(&f).unwrap_err();
             assert!(matches!(e, WireError::UnknownKind(k) if k == kind));

@@ -100,6 +100,7 @@ fn message() -> impl Strategy<Value = Message> {
             .prop_map(|(phase, result)| Message::Done { phase, result }),
         any::<String>().prop_map(|message| Message::Error { message }),
         Just(Message::Bye),
+        any::<String>().prop_map(|reason| Message::Busy { reason }),
     ]
 }
 
