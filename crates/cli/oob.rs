@@ -524,4 +524,158 @@ mod tests {
         ch.send(&Message::Bye).unwrap();
         assert_eq!(peer.join().unwrap(), 2, "beats at 0.5 s and 1.0 s");
     }
+
+    /// A listener on loopback and a connected pair of channels.
+    fn pair(timeout: Duration) -> (Channel, Channel) {
+        let listener = Listener::bind("127.0.0.1", 0).unwrap();
+        let port = listener.inner.local_addr().unwrap().port();
+        let client = Channel::connect("127.0.0.1", port, timeout).unwrap();
+        let server = listener
+            .accept(Some(Instant::now() + timeout), timeout, timeout)
+            .unwrap();
+        (client, server)
+    }
+
+    /// Sends heartbeats on `ch` every 100 ms until `stop` is set.
+    fn beat_until(mut ch: Channel, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            if ch.send(&Message::Heartbeat).is_err() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    #[test]
+    fn heartbeats_do_not_extend_a_wait_for_a_message() {
+        let timeout = Duration::from_millis(600);
+        let (client, mut server) = pair(timeout);
+        let stop = AtomicBool::new(false);
+        thread::scope(|s| {
+            s.spawn(|| beat_until(client, &stop));
+            let started = Instant::now();
+            let e = server.recv("the client's result").unwrap_err();
+            let took = started.elapsed();
+            stop.store(true, Ordering::Relaxed);
+            assert!(e.to_string().contains("timed out"), "{e:#}");
+            assert!(took >= timeout && took < timeout * 2, "{took:?}");
+        });
+    }
+
+    #[test]
+    fn a_heartbeat_only_peer_is_cut_off_at_the_phase_deadline() {
+        let timeout = Duration::from_millis(400);
+        let (client, mut server) = pair(timeout);
+        let stop = AtomicBool::new(false);
+        thread::scope(|s| {
+            s.spawn(|| beat_until(client, &stop));
+            let bound = Duration::from_millis(1200);
+            let started = Instant::now();
+            // Alive (beats every 100 ms, well within --timeout) but never
+            // done: cut at the phase's bound, not at the first timeout.
+            let e = server
+                .recv_within(
+                    "the client's result",
+                    Bound::Phase {
+                        at: started + bound,
+                        bound,
+                    },
+                )
+                .unwrap_err();
+            let took = started.elapsed();
+            stop.store(true, Ordering::Relaxed);
+            assert!(
+                format!("{e:#}").contains("within the measured phase's bound"),
+                "{e:#}"
+            );
+            assert!(took >= bound && took < bound + timeout, "{took:?}");
+        });
+    }
+
+    #[test]
+    fn a_silent_peer_is_cut_off_at_the_timeout_inside_a_long_phase() {
+        let timeout = Duration::from_millis(400);
+        let (_client, mut server) = pair(timeout);
+        let bound = Duration::from_secs(60);
+        let started = Instant::now();
+        let e = server
+            .recv_within(
+                "the client's result",
+                Bound::Phase {
+                    at: started + bound,
+                    bound,
+                },
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("timed out"), "{e:#}");
+        assert!(started.elapsed() < timeout * 2, "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn the_peers_beats_are_drained_and_its_error_ends_the_work() {
+        let timeout = Duration::from_secs(5);
+        let (mut client, mut server) = pair(timeout);
+        // Bidirectional: the peer beats too; then it fails.
+        for _ in 0..50 {
+            server.send(&Message::Heartbeat).unwrap();
+        }
+        server
+            .send(&Message::Error {
+                message: "server failed: \x1b[31mQP error".into(),
+            })
+            .unwrap();
+        let started = Instant::now();
+        let e = client
+            .with_heartbeat(|w| {
+                // A measured loop: runs until told to stop.
+                while !w.should_stop() {
+                    if started.elapsed() > Duration::from_secs(4) {
+                        return "not stopped";
+                    }
+                    thread::sleep(Duration::from_millis(5));
+                }
+                "stopped"
+            })
+            .unwrap_err();
+        let text = format!("{e:#}");
+        assert!(
+            text.contains("reported an error: server failed: ") && text.contains("QP error"),
+            "{text}"
+        );
+        assert!(!text.contains('\x1b'), "escape printed raw: {text:?}");
+        // Noticed at the first beat.
+        assert!(started.elapsed() < Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn a_peer_hanging_up_ends_the_work() {
+        let timeout = Duration::from_secs(5);
+        let (mut client, server) = pair(timeout);
+        drop(server);
+        let e = client
+            .with_heartbeat(|w| {
+                let t = Instant::now();
+                while !w.should_stop() && t.elapsed() < Duration::from_secs(4) {
+                    thread::sleep(Duration::from_millis(5));
+                }
+            })
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("closed the connection"), "{e:#}");
+    }
+
+    #[test]
+    fn has_pending_sees_a_message_without_consuming_it() {
+        let (mut client, mut server) = pair(Duration::from_secs(5));
+        assert!(!server.has_pending());
+        client.send(&Message::Barrier { phase: 4 }).unwrap();
+        let t = Instant::now();
+        while !server.has_pending() {
+            assert!(t.elapsed() < Duration::from_secs(2));
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(
+            server.recv("the barrier").unwrap(),
+            Message::Barrier { phase: 4 }
+        );
+    }
 }
