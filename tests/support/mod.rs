@@ -256,9 +256,15 @@ pub struct Reaper(Option<std::process::Child>);
 impl Reaper {
     /// Spawns `bin` with `args`, stdout and stderr captured.
     pub fn spawn(bin: &str, args: &[&str]) -> Self {
+        Self::spawn_env(bin, args, &[])
+    }
+
+    /// As [`Reaper::spawn`], with `env` added to the environment.
+    pub fn spawn_env(bin: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         Self(Some(
             std::process::Command::new(bin)
                 .args(args)
+                .envs(env.iter().copied())
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
@@ -267,12 +273,42 @@ impl Reaper {
         ))
     }
 
-    /// Kills the process now and reaps it.
     /// The process id.
     pub fn id(&self) -> u32 {
         self.0.as_ref().expect("process already reaped").id()
     }
 
+    /// Sends `signal` (a name `kill` knows: `INT`, `TERM`, `STOP`, `KILL`).
+    pub fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &self.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {}", self.id());
+    }
+
+    /// Waits (at most `limit`) until the process has stopped itself
+    /// (state `T` in /proc/PID/stat); panics if it exits or does not stop.
+    pub fn wait_stopped(&mut self, limit: Duration) {
+        let start = Instant::now();
+        loop {
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.id()))
+                .unwrap_or_default();
+            // The state follows the parenthesised command name.
+            let state = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next());
+            if state == Some("T") {
+                return;
+            }
+            let child = self.0.as_mut().expect("process already reaped");
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("process exited ({status}) before it stopped itself");
+            }
+            assert!(start.elapsed() < limit, "process did not stop within {limit:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the process now and reaps it.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.0.take() {
             c.kill().unwrap();
