@@ -164,7 +164,10 @@ fn crafted_hellos_are_refused_before_anything_is_allocated() {
     };
     let cases: [(Vec<u8>, &str); 4] = [
         // The config claims 16384 QPs, the list holds none.
-        (hello(&many, 0), "the configuration has 16384 QPs, the client offers 0"),
+        (
+            hello(&many, 0),
+            "the configuration has 16384 QPs, the client offers 0",
+        ),
         // 16384 QPs × depth 15000: capped before anything else.
         (
             hello(
@@ -201,9 +204,12 @@ fn crafted_hellos_are_refused_before_anything_is_allocated() {
     }
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(resource_counts(&dev), resources_before, "resources created");
+    // Decoding a 2.4 MB hello costs the server ~18 MB of heap that the
+    // allocator keeps; registering what the smallest refused test asked
+    // for would have pinned 64 MiB more (and created 16384 QPs).
     let rss_after = rss_kib(s.id());
     assert!(
-        rss_after < rss_before + 16 * 1024,
+        rss_after < rss_before + 40 * 1024,
         "RSS grew from {rss_before} KiB to {rss_after} KiB"
     );
     s.signal("TERM");
@@ -271,26 +277,31 @@ fn frozen_peer(bin: &str, args: &[&str], frozen: Frozen, kill: bool) {
 #[test]
 #[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
 fn a_peer_frozen_or_killed_in_any_phase_ends_the_other_side_within_its_timeout() {
-    for bin in [WRITE_BW, WRITE_LAT] {
-        let args: &[&str] = &["-n", "1000"];
-        for point in [
-            Frozen::Client("hello"),
-            Frozen::Server("accept"),
-            Frozen::Client("measure"),
-            Frozen::Server("measure"),
-            Frozen::Client("done"),
-            Frozen::Server("done"),
-        ] {
-            frozen_peer(bin, args, point, false);
+    // The two tests side by side: their processes mostly wait out bounds.
+    std::thread::scope(|s| {
+        for bin in [WRITE_BW, WRITE_LAT] {
+            s.spawn(move || {
+                let args: &[&str] = &["-n", "1000"];
+                for point in [
+                    Frozen::Client("hello"),
+                    Frozen::Server("accept"),
+                    Frozen::Client("measure"),
+                    Frozen::Server("measure"),
+                    Frozen::Client("done"),
+                    Frozen::Server("done"),
+                ] {
+                    frozen_peer(bin, args, point, false);
+                }
+                for point in [
+                    Frozen::Server("accept"),
+                    Frozen::Client("measure"),
+                    Frozen::Server("done"),
+                ] {
+                    frozen_peer(bin, args, point, true);
+                }
+            });
         }
-        for point in [
-            Frozen::Server("accept"),
-            Frozen::Client("measure"),
-            Frozen::Server("done"),
-        ] {
-            frozen_peer(bin, args, point, true);
-        }
-    }
+    });
 }
 
 /// The lines of the `--json` file's temporary twin (`.NAME.PID.partial`).
@@ -323,12 +334,20 @@ fn ctrl_c_mid_sweep_keeps_every_completed_size_and_tells_the_server() {
     c.signal("INT");
     let since = Instant::now();
     let out = c.wait_bounded(Duration::from_secs(30), "client");
-    assert!(since.elapsed() < Duration::from_secs(3), "{:?}", since.elapsed());
+    assert!(
+        since.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        since.elapsed()
+    );
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(err.contains("interrupted by SIGINT after"), "{err}");
     let srv = s.wait_bounded(Duration::from_secs(10), "server");
-    assert!(since.elapsed() < Duration::from_secs(5), "server took {:?}", since.elapsed());
+    assert!(
+        since.elapsed() < Duration::from_secs(5),
+        "server took {:?}",
+        since.elapsed()
+    );
     assert_eq!(srv.status.code(), Some(1));
     assert!(
         text(&srv.stderr).contains("reported an error: client interrupted by SIGINT"),
@@ -372,7 +391,11 @@ fn sigterm_on_the_server_mid_run_and_a_second_signal_exits_at_once() {
     let since = Instant::now();
     let srv = s.wait_bounded(Duration::from_secs(20), "server");
     let cli = c.wait_bounded(Duration::from_secs(20), "client");
-    assert!(since.elapsed() < Duration::from_secs(5), "{:?}", since.elapsed());
+    assert!(
+        since.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        since.elapsed()
+    );
     assert_eq!(srv.status.code(), Some(143), "{}", text(&srv.stderr));
     assert_eq!(cli.status.code(), Some(1), "{}", text(&cli.stderr));
     assert!(
@@ -422,7 +445,10 @@ fn a_worker_thread_that_cannot_start_ends_both_sides_within_the_timeout() {
         assert!(ok, "cannot mount cgroup2 at /sys/fs/cgroup");
     }
     let controllers = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap();
-    assert!(controllers.contains("pids"), "no pids controller: {controllers}");
+    assert!(
+        controllers.contains("pids"),
+        "no pids controller: {controllers}"
+    );
     let _ = std::fs::write(root.join("cgroup.subtree_control"), "+pids");
     let group = root.join(format!("rdmaperf-pids-{}", std::process::id()));
     std::fs::create_dir_all(&group).unwrap();
@@ -473,16 +499,28 @@ fn every_binary_exits_with_the_documented_code_for_each_outcome() {
         (WRITE_LAT, ["--max-latency", "0.001"]),
         (READ_LAT, ["--max-latency", "0.001"]),
     ] {
-        assert_eq!(exit_code_of(bin, &["-n", "100"], true, None), 0, "{bin}: ok");
+        assert_eq!(
+            exit_code_of(bin, &["-n", "100"], true, None),
+            0,
+            "{bin}: ok"
+        );
         assert_eq!(
             exit_code_of(bin, &["-n", "100", "--timeout", "2"], false, None),
             1,
             "{bin}: no server"
         );
-        assert_eq!(exit_code_of(bin, &["-n", "1"], true, None), 2, "{bin}: -n 1");
+        assert_eq!(
+            exit_code_of(bin, &["-n", "1"], true, None),
+            2,
+            "{bin}: -n 1"
+        );
         let mut failing = vec!["-n", "100"];
         failing.extend_from_slice(&fail);
-        assert_eq!(exit_code_of(bin, &failing, true, None), 3, "{bin}: FAIL verdict");
+        assert_eq!(
+            exit_code_of(bin, &failing, true, None),
+            3,
+            "{bin}: FAIL verdict"
+        );
         assert_eq!(
             exit_code_of(bin, &["-D", "30", "-f", "1"], true, Some("INT")),
             130,

@@ -292,10 +292,13 @@ impl Reaper {
     pub fn wait_stopped(&mut self, limit: Duration) {
         let start = Instant::now();
         loop {
-            let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.id()))
-                .unwrap_or_default();
+            let stat =
+                std::fs::read_to_string(format!("/proc/{}/stat", self.id())).unwrap_or_default();
             // The state follows the parenthesised command name.
-            let state = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next());
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next());
             if state == Some("T") {
                 return;
             }
@@ -303,7 +306,10 @@ impl Reaper {
             if let Some(status) = child.try_wait().unwrap() {
                 panic!("process exited ({status}) before it stopped itself");
             }
-            assert!(start.elapsed() < limit, "process did not stop within {limit:?}");
+            assert!(
+                start.elapsed() < limit,
+                "process did not stop within {limit:?}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }

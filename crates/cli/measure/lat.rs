@@ -130,6 +130,10 @@ struct Loop<'a, T> {
     ticks: &'a T,
     timeout_ticks: u64,
     watch: &'a PeerWatch,
+    /// Where a control message from the peer, while we wait for our own
+    /// completion, means it stopped (not in a server's timed run, whose
+    /// end is the client's message).
+    stop_on_message: Option<&'a Channel>,
 }
 
 impl SizeRun<'_> {
@@ -211,6 +215,7 @@ impl SizeRun<'_> {
             ticks,
             timeout_ticks: rate.ticks_for_ns(u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX)),
             watch,
+            stop_on_message: ch.filter(|_| !matches!(until, Until::PeerSaysStop)),
         };
 
         // Duration mode in ticks, so the loop never converts.
@@ -320,6 +325,11 @@ impl<T: Ticks> Loop<'_, T> {
                 polls = 0;
                 if self.watch.should_stop() {
                     return Err(self.watch.reason());
+                }
+                // The peer stopped (its QP gone, ours retrying): it said
+                // why on the control channel, which the caller reads.
+                if self.stop_on_message.is_some_and(Channel::has_pending) {
+                    bail!("the peer stopped the measured phase");
                 }
                 let now = self.ticks.now();
                 if now > *deadline.get_or_insert(now.saturating_add(self.timeout_ticks)) {

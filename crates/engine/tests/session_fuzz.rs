@@ -1333,15 +1333,11 @@ fn defaults_and_every_cap_at_once_are_accepted() {
     );
 }
 
-/// Every QP count `validate` accepts should be one a client can offer and a
-/// server can answer. It is not: a QP's entry takes 121 bytes of JSON
-/// (typical values) to 145 (every field at its widest), so a Hello or an
-/// Accept holds at most about 8600 (typical) or 7200 (worst case) of them
-/// within MAX_PAYLOAD, while `-q` is allowed up to MAX_QPS = 16384.
+/// Every QP count `validate` accepts is one a client can offer and a server
+/// can answer: a QP's entry takes 121 bytes of JSON (typical values) to 145
+/// (every field at its widest), so MAX_QPS of them need ~2.4 MB (this failed
+/// with the earlier 1 MiB MAX_PAYLOAD, which held only ~7200).
 #[test]
-#[ignore = "bug: BwConfig::validate accepts -q up to MAX_QPS = 16384, but a Hello or Accept \
-            with more than ~7200 (worst-case fields) to ~8600 (typical) QPs exceeds \
-            wire::MAX_PAYLOAD (1 MiB): encode fails with TooLarge, the test cannot start"]
 fn every_valid_qp_count_fits_in_one_hello_and_accept() {
     let c = BwConfig {
         qps: MAX_QPS,
