@@ -51,6 +51,8 @@ use crate::stop;
 /// inflate every sample. The checks read the samples' own clock, so with
 /// `--clock tsc` the loop makes no system call but the doorbell.
 const SPINS_PER_CHECK: u32 = 1 << 16;
+/// Round trips between two looks at the stop flag (a relaxed load).
+const ROUND_TRIPS_PER_STOP_CHECK: u64 = 1024;
 
 /// How a side's loop ends.
 #[derive(Debug, Clone, Copy)]
@@ -236,6 +238,11 @@ impl SizeRun<'_> {
                     break;
                 }
                 _ => {}
+            }
+            // A responsive peer never lets a wait reach its spin check:
+            // look at the stop flag every so many round trips too.
+            if count % ROUND_TRIPS_PER_STOP_CHECK == 0 && watch.should_stop() {
+                return Err(watch.reason());
             }
             let next = count + 1;
             let flag = next as u8;
