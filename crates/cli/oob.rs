@@ -213,6 +213,12 @@ impl Channel {
         self.peer
     }
 
+    /// Changes the bound on every wait (`--timeout`).
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+        let _ = self.stream.set_write_timeout(Some(timeout));
+    }
+
     /// Wraps an accepted connection (bounded by `timeout`).
     ///
     /// # Errors

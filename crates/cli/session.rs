@@ -287,6 +287,9 @@ pub fn run_server(
         conn.port
     );
     let mut session = 0u64;
+    // A client that came in as a session ended, handed over by the thread
+    // that turns clients away.
+    let mut handed_over: Option<(Channel, Message)> = None;
     let stopped = |sig: Signal, session: u64| {
         eprintln!("{program}: stopped by {sig} after {session} sessions");
         Ok(if conn.persistent && sig == Signal::Term {
@@ -301,7 +304,11 @@ pub fn run_server(
         } else {
             Some(Instant::now() + conn.accept_timeout)
         };
-        let (mut ch, hello) = match next_client(program, &listener, conn, deadline) {
+        let next = match handed_over.take() {
+            Some(c) => Ok(c),
+            None => next_client(program, &listener, conn, deadline),
+        };
+        let (mut ch, hello) = match next {
             Ok(c) => c,
             Err(e) => match stop::interrupted_by(&e) {
                 Some(sig) => return stopped(sig, session),
@@ -316,20 +323,22 @@ pub fn run_server(
         };
         // The session's resources (QPs, CQs, memory) live in `serve` and
         // are gone when it returns. Meanwhile other clients are turned away.
-        let busy = AtomicBool::new(false);
-        let result = thread::scope(|s| {
+        let ended = AtomicBool::new(false);
+        let (result, next) = thread::scope(|s| {
             let turning_away = thread::Builder::new()
                 .name("busy".into())
                 .spawn_scoped(s, || {
-                    turn_away(program, &listener, conn, &busy, session, peer, &test);
+                    turn_away(program, &listener, conn, &ended, session, peer, &test)
                 });
-            if let Err(e) = turning_away {
+            if let Err(e) = &turning_away {
                 eprintln!("{program}: cannot start the thread that turns other clients away: {e}");
             }
             let result = serve(&mut ch, hello, port.clone(), &local_side);
-            busy.store(true, Ordering::Relaxed);
-            result
+            ended.store(true, Ordering::Relaxed);
+            let next = turning_away.ok().and_then(|t| t.join().ok()).flatten();
+            (result, next)
         });
+        handed_over = next;
         if let Err(e) = &result {
             if let Some(sig) = stop::interrupted_by(e) {
                 // `serve` told the client and reported what it measured.
@@ -353,7 +362,10 @@ pub fn run_server(
 /// While session `session` with `client` runs: answers every other client
 /// with [`Message::Busy`] (after reading its hello, within a short bound,
 /// so the answer is not lost to a reset) and drops any other connection,
-/// one line on stderr each, until `done` is set.
+/// one line on stderr each, until `done` is set. A persistent server's
+/// client whose hello is read after the session ended is returned, to be
+/// served next (a client that retries at once after its session is not
+/// told "busy").
 fn turn_away(
     program: &str,
     listener: &Listener,
@@ -362,7 +374,7 @@ fn turn_away(
     session: u64,
     client: std::net::SocketAddr,
     test: &str,
-) {
+) -> Option<(Channel, Message)> {
     let bound = conn.timeout.min(TURN_AWAY_BOUND);
     while !done.load(Ordering::Relaxed) {
         let (stream, addr) = match listener.try_accept() {
@@ -381,6 +393,12 @@ fn turn_away(
             continue;
         };
         match ch.recv_first("the client's test") {
+            Ok(hello @ Message::Hello { .. })
+                if conn.persistent && done.load(Ordering::Relaxed) =>
+            {
+                ch.set_timeout(conn.timeout);
+                return Some((ch, hello));
+            }
             Ok(Message::Hello { .. }) => {
                 let _ = ch.send(&Message::Busy {
                     reason: format!(
@@ -399,6 +417,7 @@ fn turn_away(
             Err(e) => eprintln!("{program}: dropped a connection from {addr}: {e:#}"),
         }
     }
+    None
 }
 
 /// Longest a busy server waits for a second client's hello before it drops

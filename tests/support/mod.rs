@@ -314,6 +314,31 @@ impl Reaper {
         }
     }
 
+    /// Waits (at most `limit`) until the process catches SIGINT and SIGTERM
+    /// (bits 2 and 15 of `SigCgt` in /proc/PID/status): its handlers are
+    /// installed.
+    pub fn wait_handlers(&self, limit: Duration) {
+        let start = Instant::now();
+        let want = (1u64 << 1) | (1u64 << 14);
+        loop {
+            let status =
+                std::fs::read_to_string(format!("/proc/{}/status", self.id())).unwrap_or_default();
+            let caught = status
+                .lines()
+                .find_map(|l| l.strip_prefix("SigCgt:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+                .unwrap_or(0);
+            if caught & want == want {
+                return;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "no SIGINT/SIGTERM handlers within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Kills the process now and reaps it.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.0.take() {
