@@ -241,7 +241,7 @@ impl SizeRun<'_> {
             }
             // A responsive peer never lets a wait reach its spin check:
             // look at the stop flag every so many round trips too.
-            if count % ROUND_TRIPS_PER_STOP_CHECK == 0 && watch.should_stop() {
+            if count.is_multiple_of(ROUND_TRIPS_PER_STOP_CHECK) && watch.should_stop() {
                 return Err(watch.reason());
             }
             let next = count + 1;
