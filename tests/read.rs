@@ -404,12 +404,12 @@ fn a_persistent_server_serves_clients_one_after_another_and_frees_each_session()
             let c = run(&["-n", "100", "-s", size, "-q", "2"]);
             assert_ok(&c, &format!("client {n}"));
         }
-        settle();
+        // A killed client's session may still be failing (its QPs
+        // retrying); it ends within --timeout (10 s).
+        let until = std::time::Instant::now() + Duration::from_secs(12);
         let mut now = (fds(s.id()), support::resource_counts(&dev));
-        if now != baseline {
-            // A killed client's session may still be failing (its QPs
-            // retrying); it ends within --timeout.
-            std::thread::sleep(Duration::from_secs(11));
+        while now != baseline && std::time::Instant::now() < until {
+            settle();
             now = (fds(s.id()), support::resource_counts(&dev));
         }
         assert_eq!(now, baseline, "after client {n}: fds and rdma resources");

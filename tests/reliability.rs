@@ -292,13 +292,10 @@ fn a_peer_frozen_or_killed_in_any_phase_ends_the_other_side_within_its_timeout()
                 ] {
                     frozen_peer(bin, args, point, false);
                 }
-                for point in [
-                    Frozen::Server("accept"),
-                    Frozen::Client("measure"),
-                    Frozen::Server("done"),
-                ] {
-                    frozen_peer(bin, args, point, true);
-                }
+                // Killed rather than frozen: the connection closes, so
+                // the other side ends at once (one phase each suffices:
+                // the frozen cases bound the rest).
+                frozen_peer(bin, args, Frozen::Client("measure"), true);
             });
         }
     });
