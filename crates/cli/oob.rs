@@ -143,6 +143,16 @@ pub enum Bound {
     },
 }
 
+impl Bound {
+    /// A phase that starts now and may last `bound`.
+    pub fn phase(bound: Duration) -> Self {
+        Self::Phase {
+            at: Instant::now() + bound,
+            bound,
+        }
+    }
+}
+
 /// A connected channel with a bound on every read and write.
 #[derive(Debug)]
 pub struct Channel {
@@ -196,7 +206,11 @@ impl Channel {
         }
     }
 
-    fn new(stream: TcpStream, timeout: Duration) -> anyhow::Result<Self> {
+    /// A channel over a connected stream, every wait bounded by `timeout`.
+    ///
+    /// # Errors
+    /// When the socket cannot be set up.
+    pub fn new(stream: TcpStream, timeout: Duration) -> anyhow::Result<Self> {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
@@ -217,14 +231,6 @@ impl Channel {
     pub fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
         let _ = self.stream.set_write_timeout(Some(timeout));
-    }
-
-    /// Wraps an accepted connection (bounded by `timeout`).
-    ///
-    /// # Errors
-    /// When the socket cannot be set up.
-    pub fn accepted(stream: TcpStream, timeout: Duration) -> anyhow::Result<Self> {
-        Self::new(stream, timeout)
     }
 
     /// Sends one message.
@@ -335,14 +341,8 @@ impl Channel {
     /// `MSG_DONTWAIT` for this one call: the socket's `O_NONBLOCK` would be
     /// shared with the heartbeat thread's clone and make its writes fail.
     pub fn has_pending(&self) -> bool {
-        let mut b = [0u8; 1];
         // Ok(0) is end of stream: also something to read (and report).
-        recv(
-            self.stream.as_raw_fd(),
-            &mut b,
-            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
-        )
-        .is_ok()
+        peek_now(&self.stream, &mut [0u8; 1]).is_ok()
     }
 
     /// Best effort: tells the peer why we stop. Errors are ignored, the
@@ -416,17 +416,22 @@ impl Channel {
             anyhow::Ok(work(&watch))
         })?;
         if watch.stopped() {
-            // The peer's `Error` (or the closed connection), as the error.
-            return Err(match self.recv("the measured phase") {
-                Err(e) => e,
-                Ok(other) => anyhow!(
-                    "peer {} stopped the measured phase, then sent {}",
-                    self.peer,
-                    other.name()
-                ),
-            });
+            return Err(self.why_peer_stopped());
         }
         Ok(out)
+    }
+
+    /// After the peer stopped a measured phase: its `Error` (or the closed
+    /// connection), read from the channel, as the error.
+    pub fn why_peer_stopped(&mut self) -> anyhow::Error {
+        match self.recv("the measured phase") {
+            Err(e) => e,
+            Ok(other) => anyhow!(
+                "peer {} stopped the measured phase, then sent {}",
+                self.peer,
+                other.name()
+            ),
+        }
     }
 }
 
@@ -461,19 +466,25 @@ impl PeerWatch {
     }
 }
 
+/// The bytes waiting on `stream`, copied into `buf` and left there
+/// (`MSG_PEEK`), without blocking (`MSG_DONTWAIT` for this call only: the
+/// socket's `O_NONBLOCK` is shared with its clones). `Ok(0)`: end of stream.
+fn peek_now(stream: &TcpStream, buf: &mut [u8]) -> nix::Result<usize> {
+    recv(
+        stream.as_raw_fd(),
+        buf,
+        MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
+    )
+}
+
 /// Reads every whole heartbeat waiting on `stream`, stopping at anything
 /// else, which is left for the caller's next read; an `Error` or the end
 /// of the stream sets `watch`. Never blocks (`MSG_DONTWAIT`).
 fn drain_heartbeats(stream: &mut TcpStream, watch: &PeerWatch) {
     let mut buf = [0u8; 64];
     loop {
-        let n = match recv(
-            stream.as_raw_fd(),
-            &mut buf,
-            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
-        ) {
-            Ok(n) => n,
-            Err(_) => return,
+        let Ok(n) = peek_now(stream, &mut buf) else {
+            return;
         };
         if n == 0 {
             watch.stopped.store(true, Ordering::Relaxed);
@@ -580,13 +591,7 @@ mod tests {
             // Alive (beats every 100 ms, well within --timeout) but never
             // done: cut at the phase's bound, not at the first timeout.
             let e = server
-                .recv_within(
-                    "the client's result",
-                    Bound::Phase {
-                        at: started + bound,
-                        bound,
-                    },
-                )
+                .recv_within("the client's result", Bound::phase(bound))
                 .unwrap_err();
             let took = started.elapsed();
             stop.store(true, Ordering::Relaxed);
@@ -602,16 +607,9 @@ mod tests {
     fn a_silent_peer_is_cut_off_at_the_timeout_inside_a_long_phase() {
         let timeout = Duration::from_millis(400);
         let (_client, mut server) = pair(timeout);
-        let bound = Duration::from_secs(60);
         let started = Instant::now();
         let e = server
-            .recv_within(
-                "the client's result",
-                Bound::Phase {
-                    at: started + bound,
-                    bound,
-                },
-            )
+            .recv_within("the client's result", Bound::phase(Duration::from_secs(60)))
             .unwrap_err();
         assert!(e.to_string().contains("timed out"), "{e:#}");
         assert!(started.elapsed() < timeout * 2, "{:?}", started.elapsed());

@@ -213,11 +213,7 @@ fn decode<T: DeserializeOwned>(
 /// The bound on a measured phase that starts now: its budget (from its
 /// iterations or duration) plus `--timeout`.
 fn phase_bound<M: Measure>(m: &M, size: u64, timeout: std::time::Duration) -> Bound {
-    let bound = m.config().phase_budget(size) + timeout;
-    Bound::Phase {
-        at: std::time::Instant::now() + bound,
-        bound,
-    }
+    Bound::phase(m.config().phase_budget(size) + timeout)
 }
 
 /// Where a run is in its sizes, for the record of an interruption.

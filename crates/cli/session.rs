@@ -389,35 +389,47 @@ fn turn_away(
                 continue;
             }
         };
-        let Ok(mut ch) = Channel::accepted(stream, bound) else {
+        let Ok(mut ch) = Channel::new(stream, bound) else {
             continue;
         };
-        match ch.recv_first("the client's test") {
-            Ok(hello @ Message::Hello { .. })
-                if conn.persistent && done.load(Ordering::Relaxed) =>
-            {
-                ch.set_timeout(conn.timeout);
-                return Some((ch, hello));
-            }
-            Ok(Message::Hello { .. }) => {
-                let _ = ch.send(&Message::Busy {
-                    reason: format!(
-                        "it is running a {test} session (session {session}) for {client}; \
-                         try again when it ends"
-                    ),
-                });
-                eprintln!(
-                    "{program}: turned away a client from {addr}: busy with session {session} ({client})"
-                );
-            }
-            Ok(other) => eprintln!(
-                "{program}: dropped a connection from {addr}: it sent {} before hello",
-                other.name()
-            ),
-            Err(e) => eprintln!("{program}: dropped a connection from {addr}: {e:#}"),
+        let Some(hello) = first_hello(program, &mut ch) else {
+            continue;
+        };
+        if conn.persistent && done.load(Ordering::Relaxed) {
+            ch.set_timeout(conn.timeout);
+            return Some((ch, hello));
         }
+        let _ = ch.send(&Message::Busy {
+            reason: format!(
+                "it is running a {test} session (session {session}) for {client}; \
+                 try again when it ends"
+            ),
+        });
+        eprintln!(
+            "{program}: turned away a client from {addr}: busy with session {session} ({client})"
+        );
     }
     None
+}
+
+/// The `Hello` a new connection opens with, or `None` after one stderr
+/// line saying why the connection is not a client (it is then dropped).
+fn first_hello(program: &str, ch: &mut Channel) -> Option<Message> {
+    match ch.recv_first("the client's test") {
+        Ok(msg @ Message::Hello { .. }) => Some(msg),
+        Ok(other) => {
+            eprintln!(
+                "{program}: dropped a connection from {}: it sent {} before hello",
+                ch.peer(),
+                other.name()
+            );
+            None
+        }
+        Err(e) => {
+            eprintln!("{program}: dropped a connection from {}: {e:#}", ch.peer());
+            None
+        }
+    }
 }
 
 /// Longest a busy server waits for a second client's hello before it drops
@@ -436,14 +448,8 @@ fn next_client(
 ) -> anyhow::Result<(Channel, Message)> {
     loop {
         let mut ch = listener.accept(deadline, conn.accept_timeout, conn.timeout)?;
-        match ch.recv_first("the client's test") {
-            Ok(msg @ Message::Hello { .. }) => return Ok((ch, msg)),
-            Ok(other) => eprintln!(
-                "{program}: dropped a connection from {}: it sent {} before hello",
-                ch.peer(),
-                other.name()
-            ),
-            Err(e) => eprintln!("{program}: dropped a connection from {}: {e:#}", ch.peer()),
+        if let Some(hello) = first_hello(program, &mut ch) {
+            return Ok((ch, hello));
         }
     }
 }

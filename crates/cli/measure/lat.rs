@@ -615,13 +615,7 @@ impl Measure for LatMeasure {
             LatOp::WritePingPong => match run(Some(&*ch), rec, &PeerWatch::default()) {
                 // The peer stopped and said why on the control channel.
                 Err(_) if stop::requested().is_none() && ch.has_pending() => {
-                    return Err(match ch.recv("the measured phase") {
-                        Err(e) => e,
-                        Ok(other) => anyhow!(
-                            "the peer stopped the measured phase, then sent {}",
-                            other.name()
-                        ),
-                    });
+                    return Err(ch.why_peer_stopped());
                 }
                 r => r?,
             },
