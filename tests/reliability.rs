@@ -15,13 +15,14 @@
 mod support;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use engine::config::BwConfig;
 use engine::wire::{self, Message, SideInfo};
 use support::peers::{self, json_lines};
-use support::{Reaper, assert_ok, free_port, resource_counts, test_device, text};
+use support::{
+    Reaper, assert_ok, connect_to_server as connect, free_port, resource_counts, test_device, text,
+};
 
 const WRITE_BW: &str = env!("CARGO_BIN_EXE_write_bw");
 const WRITE_LAT: &str = env!("CARGO_BIN_EXE_write_lat");
@@ -34,18 +35,6 @@ const TIMEOUT: Duration = Duration::from_secs(TIMEOUT_S);
 /// What a process may take beyond its bound (start-up and teardown under
 /// emulation).
 const SLACK: Duration = Duration::from_secs(6);
-
-/// Connects to a local server, waiting until it listens.
-fn connect(port: u16) -> TcpStream {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match TcpStream::connect(("127.0.0.1", port)) {
-            Ok(s) => return s,
-            Err(e) if Instant::now() > deadline => panic!("server never listened: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    }
-}
 
 /// The process's resident set in KiB (`VmRSS` in /proc/PID/status).
 fn rss_kib(pid: u32) -> u64 {
@@ -240,23 +229,23 @@ fn frozen_peer(bin: &str, args: &[&str], frozen: Frozen, kill: bool) {
         vec!["-d", &dev, "--bind", "127.0.0.1", "-p", &port],
         &["--timeout", &t, "--accept-timeout", "8"],
     );
-    let mut s = Reaper::spawn_env(bin, &server_args, &pause(false));
+    let s = Reaper::spawn_env(bin, &server_args, &pause(false));
     let mut extra = vec!["--timeout", t.as_str()];
     extra.extend_from_slice(args);
     let mut client_args = peers::with_default_timeout(vec!["-d", &dev, "-p", &port], &extra);
     client_args.push("127.0.0.1");
-    let mut c = Reaper::spawn_env(bin, &client_args, &pause(true));
+    let c = Reaper::spawn_env(bin, &client_args, &pause(true));
     let label = format!("{bin} {frozen:?} kill={kill}");
-    let (stopped, other) = match frozen {
-        Frozen::Client(_) => (&mut c, &mut s),
-        Frozen::Server(_) => (&mut s, &mut c),
+    // The stopped one lives (frozen) until the other has exited.
+    let (mut stopped, other) = match frozen {
+        Frozen::Client(_) => (c, s),
+        Frozen::Server(_) => (s, c),
     };
     stopped.wait_stopped(Duration::from_secs(60));
     let since = Instant::now();
     if kill {
         stopped.signal("KILL");
     }
-    let other = std::mem::replace(other, Reaper::spawn("true", &[]));
     let out = other.wait_bounded(Duration::from_secs(60), &label);
     let took = since.elapsed();
     let err = text(&out.stderr);

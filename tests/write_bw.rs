@@ -353,16 +353,7 @@ fn server_rejects_garbage_and_oversized_tests_and_says_why() {
     // stderr, and the server goes on to serve the real client after them.
     let port = free_port();
     let s = server(&dev, port, &["--timeout", "3"]);
-    let connect = || {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match std::net::TcpStream::connect(("127.0.0.1", port)) {
-                Ok(s) => break s,
-                Err(e) if Instant::now() > deadline => panic!("server never listened: {e}"),
-                Err(_) => thread::sleep(Duration::from_millis(50)),
-            }
-        }
-    };
+    let connect = || support::connect_to_server(port);
     let started = Instant::now();
     // A port probe (nc -z, a health check): connect and close.
     drop(connect());

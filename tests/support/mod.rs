@@ -235,6 +235,19 @@ pub fn resource_counts(device: &str) -> serde_json::Map<String, serde_json::Valu
     counts
 }
 
+/// Connects to a local server on `port`, waiting (at most 20 s) until it
+/// listens.
+pub fn connect_to_server(port: u16) -> std::net::TcpStream {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => return s,
+            Err(e) if Instant::now() > deadline => panic!("server never listened: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
 /// A free TCP port on loopback (bound and released).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -30,6 +30,10 @@
 //! Case counts: 2048 for (a), 2048 for (b), 384 for (c), or
 //! `PROPTEST_CASES` for all of them (a longer local run).
 
+mod support;
+
+use support::header;
+
 use std::io::{self, Cursor, Read};
 use std::time::Duration;
 
@@ -82,18 +86,28 @@ fn server_path(msg: &Message) -> Result<Option<Outcome>, TestCaseError> {
     }))
 }
 
-fn serve_bw(config: &Value, offered: usize) -> Result<Verdict, TestCaseError> {
-    let cfg: BwConfig = match serde_json::from_value(config.clone()) {
+/// The server's first steps on a configuration, for any test: decode it,
+/// then validate it; `Err` is the verdict when either refuses.
+fn decode_valid<C: TestConfig>(config: &Value) -> Result<Result<C, Verdict>, TestCaseError> {
+    let cfg: C = match serde_json::from_value(config.clone()) {
         Ok(c) => c,
         Err(e) => {
             prop_assert!(!e.to_string().is_empty());
-            return Ok(Verdict::Malformed);
+            return Ok(Err(Verdict::Malformed));
         }
     };
-    if let Err(e) = TestConfig::validate(&cfg) {
+    if let Err(e) = cfg.validate() {
         prop_assert!(!e.flag.is_empty() && !e.message.is_empty());
-        return Ok(Verdict::Invalid);
+        return Ok(Err(Verdict::Invalid));
     }
+    Ok(Ok(cfg))
+}
+
+fn serve_bw(config: &Value, offered: usize) -> Result<Verdict, TestCaseError> {
+    let cfg: BwConfig = match decode_valid(config)? {
+        Ok(c) => c,
+        Err(verdict) => return Ok(verdict),
+    };
     bw_caps(&cfg)?;
     bw_memory(&cfg)?;
     // `check_offer` of the bandwidth tests.
@@ -104,17 +118,10 @@ fn serve_bw(config: &Value, offered: usize) -> Result<Verdict, TestCaseError> {
 }
 
 fn serve_lat(config: &Value, offered: usize) -> Result<Verdict, TestCaseError> {
-    let cfg: LatConfig = match serde_json::from_value(config.clone()) {
+    let cfg: LatConfig = match decode_valid(config)? {
         Ok(c) => c,
-        Err(e) => {
-            prop_assert!(!e.to_string().is_empty());
-            return Ok(Verdict::Malformed);
-        }
+        Err(verdict) => return Ok(verdict),
     };
-    if let Err(e) = TestConfig::validate(&cfg) {
-        prop_assert!(!e.flag.is_empty() && !e.message.is_empty());
-        return Ok(Verdict::Invalid);
-    }
     lat_caps(&cfg)?;
     lat_memory(&cfg)?;
     // `check_offer` of the latency tests: one QP.
@@ -1093,15 +1100,6 @@ fn splitmix(x: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
-}
-
-fn header(version: u16, kind: u8, flags: u8, len: u32) -> Vec<u8> {
-    let mut h = MAGIC.to_vec();
-    h.extend_from_slice(&version.to_be_bytes());
-    h.push(kind);
-    h.push(flags);
-    h.extend_from_slice(&len.to_be_bytes());
-    h
 }
 
 /// A piece of a byte stream.

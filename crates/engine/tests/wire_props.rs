@@ -3,6 +3,10 @@
 //! frame with bytes flipped, cut or inserted — makes `decode` or
 //! `read_message` panic; both always agree.
 
+mod support;
+
+use support::header;
+
 use std::io::{self, Cursor, Read};
 
 use engine::wire::{
@@ -171,15 +175,6 @@ fn both_agree(bytes: &[u8], sizes: Vec<usize>) -> Result<(), TestCaseError> {
         prop_assert!(!e.to_string().is_empty());
     }
     Ok(())
-}
-
-fn header(version: u16, kind: u8, flags: u8, len: u32) -> Vec<u8> {
-    let mut h = MAGIC.to_vec();
-    h.extend_from_slice(&version.to_be_bytes());
-    h.push(kind);
-    h.push(flags);
-    h.extend_from_slice(&len.to_be_bytes());
-    h
 }
 
 /// One way to damage a frame.
