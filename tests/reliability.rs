@@ -374,8 +374,10 @@ fn sigterm_on_the_server_mid_run_and_a_second_signal_exits_at_once() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("server.json");
     let s = peers::server(WRITE_LAT, &dev, port, &["--json", file.to_str().unwrap()]);
-    let c = peers::client(WRITE_LAT, &dev, port, &["-D", "20", "-f", "1"]);
-    std::thread::sleep(Duration::from_secs(5));
+    let c = peers::client(WRITE_LAT, &dev, port, &["-D", "30", "-f", "1"]);
+    // Mid-run: a loaded CI VM took more than 5 s to get through the
+    // handshake.
+    std::thread::sleep(Duration::from_secs(10));
     s.signal("TERM");
     let since = Instant::now();
     let srv = s.wait_bounded(Duration::from_secs(20), "server");

@@ -477,7 +477,6 @@ fn serve<M: Measure>(
     if let Err(e) = &result
         && let Some(sig) = stop::interrupted_by(e)
     {
-        ch.send_error(&format!("server interrupted by {sig}"));
         report_interrupted(spec, Role::Server, &mut out, sig, &at, sizes.len())?;
     }
     result

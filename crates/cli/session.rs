@@ -341,7 +341,9 @@ pub fn run_server(
         handed_over = next;
         if let Err(e) = &result {
             if let Some(sig) = stop::interrupted_by(e) {
-                // `serve` told the client and reported what it measured.
+                // Wherever the session was (setup included), the client is
+                // told; `serve` reported what it measured.
+                ch.send_error(&format!("server interrupted by {sig}"));
                 eprintln!("{program}: session {session} with {peer}: interrupted by {sig}");
                 return stopped(sig, session);
             }
