@@ -361,13 +361,15 @@ fn a_server_refuses_a_client_of_another_test_and_says_why() {
     let s = peers::server(READ_BW, &dev, port, &[]);
     let c = peers::client(env!("CARGO_BIN_EXE_write_bw"), &dev, port, &["-n", "100"]);
     let c = c.wait_bounded(Duration::from_secs(30), "client");
-    let s = s.wait_bounded(Duration::from_secs(30), "server");
-    assert_eq!(c.status.code(), Some(1));
+    // The client's account first: if it never reached the server, the
+    // server's wait below would only say that the server kept waiting.
     let err = text(&c.stderr);
+    assert_eq!(c.status.code(), Some(1), "{err}");
     assert!(
         err.contains("this server runs read_bw") && err.contains("write_bw"),
         "{err}"
     );
+    let s = s.wait_bounded(Duration::from_secs(30), "server");
     assert!(!s.status.success());
 }
 

@@ -183,6 +183,12 @@ impl Channel {
                     .saturating_duration_since(Instant::now())
                     .clamp(Duration::from_millis(10), stop::POLL * 10);
                 match TcpStream::connect_timeout(addr, left) {
+                    // Nobody listens yet and the kernel gave us the very
+                    // port we dial: not a server (it would read its own
+                    // hello); as refused.
+                    Ok(stream) if is_self_connection(&stream) => {
+                        last = Some(io::Error::from(io::ErrorKind::ConnectionRefused));
+                    }
                     Ok(stream) => return Self::new(stream, timeout),
                     Err(e) => last = Some(e),
                 }
@@ -505,9 +511,46 @@ fn drain_heartbeats(stream: &mut TcpStream, watch: &PeerWatch) {
     }
 }
 
+/// Whether `stream` is connected to itself (same local and peer address).
+fn is_self_connection(stream: &TcpStream) -> bool {
+    matches!((stream.local_addr(), stream.peer_addr()), (Ok(l), Ok(p)) if l == p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TCP connection to itself, as the kernel makes when a client's
+    /// ephemeral port happens to equal the port it dials and nobody
+    /// listens there (a "simultaneous open" with itself).
+    fn self_connected() -> TcpStream {
+        use nix::sys::socket::{
+            AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket,
+        };
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::empty(),
+            None,
+        )
+        .unwrap();
+        let addr = SockaddrIn::new(127, 0, 0, 1, port);
+        bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &addr).unwrap();
+        connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &addr).unwrap();
+        TcpStream::from(fd)
+    }
+
+    #[test]
+    fn a_connection_to_itself_is_not_a_server() {
+        let s = self_connected();
+        assert!(is_self_connection(&s));
+        let listener = Listener::bind("127.0.0.1", 0).unwrap();
+        let real = TcpStream::connect(listener.inner.local_addr().unwrap()).unwrap();
+        assert!(!is_self_connection(&real));
+    }
 
     #[test]
     fn heartbeats_go_out_while_working_and_stop_with_the_work() {
