@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use engine::bw::{BwResult, Measurement, Table, Unit};
+use engine::bw::{BwResult, Measurement, Table, TableStyle, Unit};
 use engine::lat::{LatRecorder, LatStats, LatTable};
 use engine::wire::{self, Message, QpInfo, SideInfo};
 use verbs::{
@@ -97,14 +97,21 @@ fn reports(c: &mut Criterion) {
     let r = BwResult::from_measurement(&Measurement {
         size: 65536,
         iterations: 5000,
+        table_iterations: 5000,
         messages: 5000,
         elapsed_ns: 13_000_000,
         peak_msgs_per_sec: Some(390_000.0),
         cpu_ns: 13_000_000,
         wall_ns: 13_100_000,
+        system_cpu_pct: Some(12.5),
     });
+    let style = TableStyle {
+        unit: Unit::MibPerSec,
+        peak: true,
+        cpu_column: true,
+    };
     c.bench_function("bw_table_row", |b| {
-        b.iter(|| black_box(Table::<Vec<u8>>::row(black_box(&r), Unit::MibPerSec, true)))
+        b.iter(|| black_box(Table::<Vec<u8>>::row(black_box(&r), style)))
     });
     c.bench_function("bw_json_result", |b| {
         b.iter(|| black_box(serde_json::to_string(black_box(&r)).unwrap()))

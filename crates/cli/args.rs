@@ -12,6 +12,7 @@ use engine::clock::ClockChoice;
 use engine::config::{BwConfig, DurationMode, TestConfig};
 use engine::lat::{LatConfig, Percentile, parse_max_latency};
 use engine::link::{self, ExpectRate};
+use engine::perftest_json::OutputFigure;
 use engine::spec::{Metric, TestSpec};
 
 use crate::UsageError;
@@ -77,9 +78,10 @@ pub struct RunArgs {
     /// Run for this many seconds per size instead of a count.
     #[arg(short = 'D', long = "duration", value_name = "SECONDS")]
     pub duration: Option<f64>,
-    /// Warm-up and cool-down margin of duration mode, seconds.
-    #[arg(short = 'f', long = "margin", default_value_t = 2.0)]
-    pub margin: f64,
+    /// Warm-up and cool-down margin of duration mode, seconds (default: a
+    /// quarter of the duration, in whole seconds, as perftest).
+    #[arg(short = 'f', long = "margin", value_name = "SECONDS")]
+    pub margin: Option<f64>,
     /// Path MTU in bytes (default: the smaller active MTU of both ports).
     #[arg(short = 'm', long = "mtu")]
     pub mtu: Option<u32>,
@@ -96,6 +98,10 @@ pub struct Cli {
     pub device: DeviceArgs,
     #[command(flatten)]
     pub run: RunArgs,
+    /// Do not measure the peak: BW peak shows 0.00 (as perftest, which also
+    /// shows 0.00 with -D and above 20000 iterations).
+    #[arg(short = 'N', long = "noPeak")]
+    pub no_peak: bool,
     /// Number of queue pairs.
     #[arg(short = 'q', long = "qp", default_value_t = 1)]
     pub qps: u32,
@@ -121,10 +127,10 @@ pub struct Cli {
     #[arg(short = 'b', long = "bidirectional")]
     pub bidirectional: bool,
     /// Report Gb/s (10^9 bit/s) instead of MiB/s.
-    #[arg(long = "report_gbits", visible_alias = "report-gbits")]
+    #[arg(long = "report_gbits")]
     pub report_gbits: bool,
     /// Add the CPU_Util[%] column (always in JSON).
-    #[arg(long = "cpu_util", visible_alias = "cpu-util")]
+    #[arg(long = "cpu_util")]
     pub cpu_util: bool,
     /// Most memory the server registers for a client's test.
     #[arg(long = "max-mem", value_name = "BYTES", default_value = "1G", value_parser = size_arg)]
@@ -139,7 +145,7 @@ pub struct Cli {
     #[arg(long = "min-efficiency", default_value = "0.9", value_parser = link::parse_efficiency)]
     pub min_efficiency: f64,
     /// Print every sample (usec, as the table reports them) after the table.
-    #[arg(short = 'H', long = "report-histogram")]
+    #[arg(short = 'H', long = "report-histogram", alias = "report-histogrm")]
     pub report_histogram: bool,
     /// Include the HdrHistogram (V2, base64) in each JSON object.
     #[arg(long = "json-histogram")]
@@ -165,10 +171,51 @@ pub struct Cli {
     /// List devices, their ports and GIDs, then exit.
     #[arg(long = "list-devices")]
     pub list_devices: bool,
+    /// Fail (exit 1, as perftest) unless some size's average bandwidth
+    /// reaches this, in the table's unit (MiB/s, or Gb/s with --report_gbits).
+    #[arg(short = 'w', long = "limit_bw", value_name = "BW", value_parser = limit_arg)]
+    pub limit_bw: Option<f64>,
+    /// Fail (exit 1) unless some size's message rate reaches this, Mpps
+    /// (perftest checks it only together with -w; rdmaperf on its own too).
+    #[arg(short = 'y', long = "limit_msgrate", value_name = "MPPS", value_parser = limit_arg)]
+    pub limit_msgrate: Option<f64>,
+    /// Print only this figure, one number per size, instead of the table:
+    /// bandwidth or message_rate (bandwidth tests), latency (latency tests).
+    #[arg(long = "output", value_name = "bandwidth|message_rate|latency")]
+    pub output: Option<OutputFigure>,
+    /// Also write perftest's JSON report (its keys and layout; the last
+    /// size, as perftest) to --out_json_file.
+    #[arg(long = "out_json")]
+    pub out_json: bool,
+    /// The file of --out_json.
+    #[arg(long = "out_json_file", value_name = "FILE", default_value = engine::perftest_json::DEFAULT_FILE)]
+    pub out_json_file: PathBuf,
+    /// Connection type: RC, the only one rdmaperf runs (perftest's default).
+    #[arg(short = 'c', long = "connection", value_name = "RC", value_parser = connection_arg)]
+    pub connection: Option<String>,
+    /// Accepted for perftest's command lines; no effect: rdmaperf's figures
+    /// do not depend on the CPU frequency, so there is no warning to silence.
+    #[arg(short = 'F', long = "CPU-freq")]
+    pub cpu_freq: bool,
+    /// Accepted for perftest's command lines; no effect: rdmaperf always
+    /// posts with ibv_post_send.
+    #[arg(long = "use_old_post_send")]
+    pub use_old_post_send: bool,
+    /// Accepted for perftest's command lines; no effect: rdmaperf never
+    /// registers memory with PCIe relaxed ordering.
+    #[arg(long = "disable_pcie_relaxed")]
+    pub disable_pcie_relaxed: bool,
+    /// Accepted for perftest's command lines; no effect: rdmaperf's
+    /// handshake always checks that both sides speak the same protocol.
+    #[arg(long = "dont_xchg_versions")]
+    pub dont_xchg_versions: bool,
 }
 
 /// Flags (by argument id) of the bandwidth tests only.
-const BW_ONLY: [&str; 10] = [
+const BW_ONLY: [&str; 13] = [
+    "no_peak",
+    "limit_bw",
+    "limit_msgrate",
     "qps",
     "threads",
     "tx_depth",
@@ -227,7 +274,7 @@ fn applies(spec: TestSpec, id: &str) -> bool {
 /// defaults in the help, the flags of other tests hidden.
 pub fn command(spec: TestSpec) -> clap::Command {
     let d = spec.defaults();
-    let mut cmd = Cli::command()
+    let mut cmd = crate::perftest_flags::extend(Cli::command())
         .name(spec.name())
         .about(format!(
             "{} ({} equivalent). Run without SERVER on one host (the server), \
@@ -320,6 +367,9 @@ pub fn parse_from(
     let cmd = command(spec);
     let matches = cmd.clone().get_matches_from(args);
     let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    if let Some(refusal) = crate::perftest_flags::refusal(&matches, spec.name()) {
+        return Err(UsageError(refusal));
+    }
     for a in cmd.get_arguments() {
         let id = a.get_id().as_str();
         if given(id) && !applies(spec, id) {
@@ -332,6 +382,25 @@ pub fn parse_from(
         }
     }
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Some(f) = cli.output {
+        let fits = match spec.metric {
+            Metric::Bw => f != OutputFigure::Latency,
+            Metric::Lat => f == OutputFigure::Latency,
+        };
+        if !fits {
+            return Err(UsageError(match spec.metric {
+                Metric::Bw => {
+                    "--output: a bandwidth test's level is bandwidth or message_rate".into()
+                }
+                Metric::Lat => "--output: a latency test's level is latency".into(),
+            }));
+        }
+        if cli.json.as_deref() == Some("-") {
+            return Err(UsageError(
+                "--output and --json - both print on stdout; give --json a file".into(),
+            ));
+        }
+    }
     let test_flags_given = TEST_FLAGS
         .iter()
         .filter(|id| given(id))
@@ -343,30 +412,67 @@ pub fn parse_from(
     })
 }
 
-impl Cli {
-    /// The sizes to run: the `-a` sweep or one size (`default` without
-    /// `-s`).
-    ///
-    /// # Errors
-    /// A usage error when `-a` and `-s` are both given.
-    fn sizes(&self, default: u64) -> Result<Vec<u64>, UsageError> {
-        if self.run.all && self.run.size.is_some() {
-            return Err(UsageError(
-                "-a/--all and -s/--size exclude each other".into(),
-            ));
+/// A configuration and the adjustments made to reach it: where perftest
+/// silently changes a valid value (clamps `-Q` to `-t`, `-t` to `-n`, lets
+/// `-a` override `-s`), rdmaperf does the same and says so.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Adjusted<C> {
+    /// The configuration.
+    pub config: C,
+    /// One line per adjustment.
+    pub notes: Vec<String>,
+}
+
+impl<C> Adjusted<C> {
+    /// Prints the notes on stderr and returns the configuration.
+    pub fn announce(self, spec: TestSpec) -> C {
+        for n in &self.notes {
+            eprintln!("{spec}: note: {n}");
         }
-        Ok(if self.run.all {
+        self.config
+    }
+}
+
+/// perftest's warning when it will not measure the peak.
+pub const NO_PEAK_WARNING: &str = "WARNING: BW peak won't be measured in this run.";
+
+/// Iterations above which perftest stops measuring the peak.
+pub const PEAK_ITERS_LIMIT: u64 = 20_000;
+
+impl Cli {
+    /// The sizes to run: the `-a` sweep (which overrides `-s`, as in
+    /// perftest) or one size (`default` without `-s`).
+    fn sizes(&self, default: u64, notes: &mut Vec<String>) -> Vec<u64> {
+        if self.run.all {
+            if let Some(s) = self.run.size {
+                notes.push(format!(
+                    "-a/--all runs every size from 2 B to 8 MiB; -s/--size {s} is ignored (as perftest)"
+                ));
+            }
             engine::config::sweep_sizes()
         } else {
             vec![self.run.size.unwrap_or(default)]
-        })
+        }
     }
 
+    /// Duration mode, with perftest's default margin: a quarter of the
+    /// duration in whole seconds (`-D 4` → 1 s, `-D 2` → 0).
     fn duration_mode(&self) -> Option<DurationMode> {
         self.run.duration.map(|seconds| DurationMode {
             seconds,
-            margin: self.run.margin,
+            margin: self.run.margin.unwrap_or_else(|| (seconds / 4.0).floor()),
         })
+    }
+
+    /// The iterations: `-n` or the test's default.
+    fn iters(&self, spec: TestSpec) -> u64 {
+        self.run.iters.unwrap_or(spec.defaults().iters)
+    }
+
+    /// Whether the bandwidth table shows a peak: not with `-N`, `-D`, or
+    /// more than 20 000 iterations (perftest's rules; it prints 0.00).
+    pub fn shows_peak(&self, cfg: &BwConfig) -> bool {
+        !self.no_peak && cfg.duration.is_none() && cfg.iters <= PEAK_ITERS_LIMIT
     }
 
     /// The bandwidth configuration the flags describe (client side); `outs`
@@ -374,22 +480,45 @@ impl Cli {
     ///
     /// # Errors
     /// A usage error naming the flag.
-    pub fn bw_config(&self, spec: TestSpec) -> Result<BwConfig, UsageError> {
+    pub fn bw_config(&self, spec: TestSpec) -> Result<Adjusted<BwConfig>, UsageError> {
         let d = spec.defaults();
-        let sizes = self.sizes(d.size)?;
-        let tx_depth = self.tx_depth;
+        let mut notes = Vec::new();
+        let sizes = self.sizes(d.size, &mut notes);
+        let iters = self.iters(spec);
+        let duration = self.duration_mode();
+        let mut tx_depth = self.tx_depth;
+        // perftest clamps the tx depth to the iterations (count mode).
+        if duration.is_none() && u64::from(tx_depth) > iters && iters > 0 {
+            notes.push(format!(
+                "-t/--tx-depth {tx_depth} is above the {iters} iterations; using {iters} (as perftest)"
+            ));
+            tx_depth = u32::try_from(iters).unwrap_or(tx_depth);
+        }
         // perftest: 100 by default, clamped to the tx depth; 1 for sizes
         // above 8 KiB unless -a or an explicit -Q; the post list with -l.
         let cq_mod = match self.cq_mod {
-            Some(q) => q,
+            Some(q) if q > tx_depth && q <= engine::config::MAX_CQ_MOD => {
+                notes.push(format!(
+                    "-Q/--cq-mod {q} is above the tx depth {tx_depth}; using {tx_depth} (as perftest)"
+                ));
+                tx_depth
+            }
+            Some(q) => {
+                if q > 1 && !self.run.all && sizes[0] > 8192 {
+                    notes.push(
+                        "Large message requested and CQ moderation enabled; it can lead to inaccurate results (perftest's warning)".into(),
+                    );
+                }
+                q
+            }
             None if self.post_list > 1 => self.post_list.min(tx_depth.max(1)),
             None if !self.run.all && sizes[0] > 8192 => 1,
             None => 100.min(tx_depth.max(1)),
         };
         let cfg = BwConfig {
             sizes,
-            iters: self.run.iters.unwrap_or(d.iters),
-            duration: self.duration_mode(),
+            iters,
+            duration,
             qps: self.qps,
             threads: self.threads,
             tx_depth,
@@ -400,24 +529,37 @@ impl Cli {
             mtu: self.run.mtu,
             outs: self.outs.unwrap_or(0),
         };
-        self.checked(spec, cfg)
+        let cfg = self.checked(spec, cfg)?;
+        if !self.no_peak && !self.shows_peak(&cfg) {
+            notes.push(NO_PEAK_WARNING.into());
+        }
+        if self.cpu_util && cfg.duration.is_none() {
+            notes.push(
+                "CPU Utilization works only with Duration mode (-D); --cpu_util is ignored (as perftest)".into(),
+            );
+        }
+        Ok(Adjusted { config: cfg, notes })
     }
 
     /// The latency configuration the flags describe (client side).
     ///
     /// # Errors
     /// A usage error naming the flag.
-    pub fn lat_config(&self, spec: TestSpec) -> Result<LatConfig, UsageError> {
+    pub fn lat_config(&self, spec: TestSpec) -> Result<Adjusted<LatConfig>, UsageError> {
         let d = spec.defaults();
+        let mut notes = Vec::new();
         let cfg = LatConfig {
-            sizes: self.sizes(d.size)?,
-            iters: self.run.iters.unwrap_or(d.iters),
+            sizes: self.sizes(d.size, &mut notes),
+            iters: self.iters(spec),
             duration: self.duration_mode(),
             inline_size: self.inline_size.unwrap_or(d.inline),
             mtu: self.run.mtu,
             outs: self.outs.unwrap_or(0),
         };
-        self.checked(spec, cfg)
+        Ok(Adjusted {
+            config: self.checked(spec, cfg)?,
+            notes,
+        })
     }
 
     /// `cfg` once valid, and `-o` (when given) at least 1.
@@ -427,6 +569,34 @@ impl Cli {
             return Err(UsageError("-o/--outs: at least 1 outstanding read".into()));
         }
         Ok(cfg)
+    }
+}
+
+/// Parses a `-w`/`-y` limit: a number, zero or more.
+///
+/// # Errors
+/// A message naming the text.
+pub fn limit_arg(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a limit (a number, zero or more)")),
+    }
+}
+
+/// Parses `-c/--connection`: RC runs; perftest's other types are refused
+/// as not supported yet, anything else as no connection type.
+///
+/// # Errors
+/// A message naming the value.
+pub fn connection_arg(s: &str) -> Result<String, String> {
+    match s {
+        "RC" => Ok(s.to_owned()),
+        "UC" | "UD" | "XRC" | "DC" | "SRD" | "RawEth" => Err(format!(
+            "{s} connections are not supported by rdmaperf yet; only RC"
+        )),
+        _ => Err(format!(
+            "{s:?} is not a connection type (perftest's are RC, UC, UD, XRC, DC, SRD; rdmaperf runs RC)"
+        )),
     }
 }
 
@@ -494,15 +664,18 @@ mod tests {
     #[test]
     fn defaults_come_from_the_spec() {
         let p = parse_args(TestSpec::READ_BW, &["host"]).unwrap();
-        let c = p.cli.bw_config(TestSpec::READ_BW).unwrap();
+        let c = p.cli.bw_config(TestSpec::READ_BW).unwrap().config;
         assert_eq!(
             (c.sizes[0], c.iters, c.cq_mod, c.inline_size),
             (65536, 1000, 1, 0)
         );
         let p = parse_args(TestSpec::WRITE_BW, &["host"]).unwrap();
-        assert_eq!(p.cli.bw_config(TestSpec::WRITE_BW).unwrap().iters, 5000);
+        assert_eq!(
+            p.cli.bw_config(TestSpec::WRITE_BW).unwrap().config.iters,
+            5000
+        );
         let p = parse_args(TestSpec::WRITE_LAT, &["-s", "64", "host"]).unwrap();
-        let c = p.cli.lat_config(TestSpec::WRITE_LAT).unwrap();
+        let c = p.cli.lat_config(TestSpec::WRITE_LAT).unwrap().config;
         assert_eq!((c.sizes[0], c.iters, c.inline_size), (64, 1000, 220));
         assert_eq!(p.test_flags_given, vec!["-s/--size".to_owned()]);
         let e = parse_args(TestSpec::READ_BW, &["-o", "0", "host"])
@@ -517,5 +690,118 @@ mod tests {
     fn seconds_beyond_a_duration_are_refused_not_a_panic() {
         assert!(seconds_arg("1e20").unwrap_err().contains("too many"));
         assert!(seconds_arg("0").is_err() && seconds_arg("x").is_err());
+    }
+
+    #[test]
+    fn long_flags_match_by_unique_prefix_and_both_spellings_as_getopt_long() {
+        // perftest's own spellings and getopt_long prefixes.
+        let p = parse_args(
+            TestSpec::WRITE_BW,
+            &[
+                "--report_gbit",
+                "--inline_size=64",
+                "--post_list",
+                "2",
+                "host",
+                "--tx_depth=256",
+            ],
+        )
+        .unwrap();
+        assert!(p.cli.report_gbits);
+        assert_eq!(
+            (p.cli.inline_size, p.cli.post_list, p.cli.tx_depth),
+            (Some(64), 2, 256)
+        );
+        assert_eq!(p.cli.conn.server.as_deref(), Some("host"));
+        let p = parse_args(
+            TestSpec::WRITE_BW,
+            &["--siz", "4096", "--iter=10", "host", "-F"],
+        )
+        .unwrap();
+        assert_eq!((p.cli.run.size, p.cli.run.iters), (Some(4096), Some(10)));
+        let p = parse_args(TestSpec::WRITE_LAT, &["--report-histogrm", "host"]).unwrap();
+        assert!(p.cli.report_histogram);
+        // Ambiguous, as in perftest (--report_gbits, --report-both, ...).
+        assert!(
+            command(TestSpec::WRITE_BW)
+                .try_get_matches_from(["write_bw", "--report", "host"])
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn perftest_flags_rdmaperf_lacks_are_refused_as_not_supported_yet() {
+        for (args, starts) in [
+            (
+                &["-R", "host"][..],
+                "-R/--rdma_cm: not supported by write_bw yet",
+            ),
+            (
+                &["--use_cuda=0", "host"][..],
+                "--use_cuda: not supported by write_bw yet",
+            ),
+            (
+                &["--rate_un", "g", "host"][..],
+                "--rate_units: not supported",
+            ),
+            (&["-T", "106", "host"][..], "-T/--tos: not supported"),
+        ] {
+            let e = parse_args(TestSpec::WRITE_BW, args).unwrap_err();
+            assert!(e.0.starts_with(starts), "{args:?}: {}", e.0);
+            assert!(e.0.contains("docs/perftest-compat.md"), "{}", e.0);
+        }
+        // Only RC connects; other types are named, not unknown.
+        assert!(parse_args(TestSpec::WRITE_BW, &["-c", "RC", "host"]).is_ok());
+        let e = command(TestSpec::WRITE_BW)
+            .try_get_matches_from(["write_bw", "-c", "UD", "host"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("UD connections are not supported by rdmaperf yet"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn perftest_adjustments_are_made_and_said() {
+        let p = parse_args(
+            TestSpec::WRITE_BW,
+            &["-a", "-s", "64", "-n", "50", "-Q", "500", "host"],
+        )
+        .unwrap();
+        let a = p.cli.bw_config(TestSpec::WRITE_BW).unwrap();
+        assert_eq!(a.config.sizes.len(), 23);
+        assert_eq!((a.config.tx_depth, a.config.cq_mod), (50, 50));
+        assert_eq!(a.notes.len(), 3, "{:?}", a.notes);
+        // perftest's margin: a quarter of the duration in whole seconds.
+        let p = parse_args(TestSpec::WRITE_BW, &["-D", "4", "host"]).unwrap();
+        let a = p.cli.bw_config(TestSpec::WRITE_BW).unwrap();
+        assert_eq!(a.config.duration.unwrap().margin, 1.0);
+        assert!(a.notes.iter().any(|n| n == NO_PEAK_WARNING));
+        assert!(!p.cli.shows_peak(&a.config));
+        let p = parse_args(TestSpec::WRITE_BW, &["-D", "2", "host"]).unwrap();
+        assert_eq!(
+            p.cli
+                .bw_config(TestSpec::WRITE_BW)
+                .unwrap()
+                .config
+                .duration
+                .unwrap()
+                .margin,
+            0.0
+        );
+        let p = parse_args(TestSpec::WRITE_BW, &["-n", "20001", "host"]).unwrap();
+        assert!(
+            !p.cli
+                .shows_peak(&p.cli.bw_config(TestSpec::WRITE_BW).unwrap().config)
+        );
+        let p = parse_args(TestSpec::WRITE_BW, &["-N", "host"]).unwrap();
+        let a = p.cli.bw_config(TestSpec::WRITE_BW).unwrap();
+        assert!(!p.cli.shows_peak(&a.config) && a.notes.is_empty());
+        let p = parse_args(TestSpec::WRITE_BW, &["host"]).unwrap();
+        assert!(
+            p.cli
+                .shows_peak(&p.cli.bw_config(TestSpec::WRITE_BW).unwrap().config)
+        );
     }
 }

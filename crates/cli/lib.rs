@@ -15,6 +15,7 @@ pub mod inventory;
 pub mod measure;
 pub mod oob;
 pub mod output;
+pub mod perftest_flags;
 pub mod runner;
 pub mod session;
 pub mod setup;
@@ -35,7 +36,7 @@ use engine::listing::{JsonLines, ListingWriter, Text};
 pub struct UsageError(pub String);
 
 /// Exit code of a run whose verdict (link or latency) is FAIL.
-pub const EXIT_VERDICT_FAIL: u8 = 3;
+pub use engine::report::EXIT_VERDICT_FAIL;
 
 /// Runs `--list-devices`: text on stdout; JSON lines to the `--json` file,
 /// or to stdout instead of the text when it is `-`.

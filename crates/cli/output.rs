@@ -4,6 +4,8 @@
 
 use std::io::{self, Write};
 
+use engine::bw::TableStyle;
+use engine::perftest_json::{self, OutputFigure};
 use engine::report::{InterruptedRecord, JsonLines, Report, SizeRecord, VerdictRecord};
 
 use crate::JsonFile;
@@ -29,6 +31,8 @@ pub struct Output {
     table: Option<Box<dyn Report>>,
     json: Option<JsonLines<Box<dyn Write>>>,
     file: Option<JsonFile>,
+    /// Further reports (perftest's `--out_json` file).
+    extra: Vec<Box<dyn Report>>,
     /// Whether [`Output::end`] ran.
     ended: bool,
 }
@@ -63,8 +67,14 @@ impl Output {
             table: table.filter(|_| table_on_stdout),
             json: out.map(JsonLines::new),
             file,
+            extra: Vec::new(),
             ended: false,
         })
+    }
+
+    /// Adds a report that every size goes to as well.
+    pub fn add(&mut self, report: Box<dyn Report>) {
+        self.extra.push(report);
     }
 
     /// Before the first size.
@@ -119,6 +129,9 @@ impl Output {
         if let Some(j) = &mut self.json {
             f(j)?;
         }
+        for r in &mut self.extra {
+            f(r.as_mut())?;
+        }
         Ok(())
     }
 
@@ -144,5 +157,122 @@ impl Output {
             self.end()?;
         }
         self.each(|r| r.interrupted(record))
+    }
+}
+
+/// `--output`: one number per size on stdout (perftest's `"%lf\n"`), in
+/// place of the table.
+#[derive(Debug)]
+pub struct FigureLines {
+    figure: OutputFigure,
+    style: TableStyle,
+}
+
+impl FigureLines {
+    /// Prints `figure`, bandwidths as `style` shows them.
+    pub fn new(figure: OutputFigure, style: TableStyle) -> Self {
+        Self { figure, style }
+    }
+}
+
+impl Report for FigureLines {
+    fn begin(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
+        if let Some(v) = self.figure.value(&record.figures, self.style) {
+            let mut out = Stdout;
+            writeln!(out, "{v:.6}")?;
+            out.flush()?;
+        }
+        Ok(())
+    }
+
+    fn verdict(&mut self, _verdict: &VerdictRecord) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn end(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// perftest's `--out_json` file, rewritten after every size (as
+/// perftest's, it then holds the last one); each version is written under
+/// a temporary name and renamed into place, so a reader never sees half
+/// of one.
+#[derive(Debug)]
+pub struct PerftestJsonFile {
+    path: std::path::PathBuf,
+    title: String,
+    style: TableStyle,
+    output: Option<OutputFigure>,
+}
+
+impl PerftestJsonFile {
+    /// The file at `path` for the test titled `title` (perftest's title,
+    /// e.g. `RDMA_Write BW Test`); checks now, before any work, that it can
+    /// be written there.
+    ///
+    /// # Errors
+    /// A usage error naming `--out_json_file` when it cannot.
+    pub fn create(
+        path: std::path::PathBuf,
+        title: String,
+        style: TableStyle,
+        output: Option<OutputFigure>,
+    ) -> anyhow::Result<Self> {
+        let f = Self {
+            path,
+            title,
+            style,
+            output,
+        };
+        let tmp = f.tmp();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| {
+                crate::UsageError(format!("--out_json_file: cannot create {:?}: {e}", f.path))
+            })?;
+        let _ = std::fs::remove_file(&tmp);
+        Ok(f)
+    }
+
+    fn tmp(&self) -> std::path::PathBuf {
+        let mut name = std::ffi::OsString::from(".");
+        name.push(self.path.file_name().unwrap_or_default());
+        name.push(format!(".{}.partial", std::process::id()));
+        self.path.with_file_name(name)
+    }
+}
+
+impl Report for PerftestJsonFile {
+    fn begin(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
+        let text = perftest_json::render(&self.title, record, self.style, self.output);
+        let tmp = self.tmp();
+        let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &self.path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("cannot write --out_json_file {:?}: {e}", self.path),
+            ));
+        }
+        Ok(())
+    }
+
+    fn verdict(&mut self, _verdict: &VerdictRecord) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn end(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }

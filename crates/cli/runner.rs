@@ -14,19 +14,20 @@ use anyhow::Context as _;
 use engine::bw::RESULT_LINE;
 use engine::config::TestConfig;
 use engine::gid::to_perftest_string;
-use engine::report::{InterruptedRecord, RunContext, SideRecord, SizeRecord};
+use engine::report::{InterruptedRecord, RunContext, SideRecord, SizeRecord, VerdictRecord};
 use engine::spec::{Metric, TestSpec};
 use engine::wire::{Message, QpInfo, SideInfo};
 use serde::de::DeserializeOwned;
 use verbs::Mtu;
 
+use crate::UsageError;
 use crate::args::{Cli, Parsed};
 pub use crate::measure::Role;
 use crate::measure::bw::BwMeasure;
 use crate::measure::lat::LatMeasure;
 use crate::measure::{BannerPart, Measure, Shown, SizeCtx};
 use crate::oob::{Bound, Channel};
-use crate::output::Output;
+use crate::output::{Output, PerftestJsonFile};
 use crate::session::{
     Hello, client_barrier, client_goodbye, client_hello, expect_msg, reject, server_accept,
     server_all_phases_run, server_hello, server_mtu, server_next_phase, show_progress, sysfs_rate,
@@ -34,7 +35,6 @@ use crate::session::{
 use crate::setup::{Port, open_port};
 use crate::side::Side;
 use crate::stop::{self, Signal};
-use crate::{EXIT_VERDICT_FAIL, UsageError};
 
 /// The `main` of every test binary.
 pub fn main(spec: TestSpec) -> ExitCode {
@@ -177,7 +177,23 @@ fn context<M: Measure>(
         clock: None,
         reported: None,
         outstanding_reads: spec.uses_outstanding_reads().then_some(outs),
+        rtt_factor: 1,
     })
+}
+
+/// This side's reports: the table (or `--output`'s figure) on stdout,
+/// `--json`, perftest's `--out_json` file.
+fn open_output<M: Measure>(spec: TestSpec, cli: &Cli, m: &M, role: Role) -> anyhow::Result<Output> {
+    let mut out = Output::open(cli.json.as_deref(), m.table(role))?;
+    if cli.out_json {
+        out.add(Box::new(PerftestJsonFile::create(
+            cli.out_json_file.clone(),
+            spec.title(),
+            m.table_style(),
+            cli.output,
+        )?));
+    }
+    Ok(out)
 }
 
 fn report_size(out: &mut Output, ctx: &RunContext, shown: Shown) -> io::Result<()> {
@@ -265,7 +281,7 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
     m.on_port(&port);
     let mut side = m.create_side(port, Role::Client)?;
     let local_qps = side.qp_infos()?;
-    let mut out = Output::open(cli.json.as_deref(), m.table(Role::Client))?;
+    let mut out = open_output(spec, cli, &m, Role::Client)?;
 
     let mut ch = Channel::connect(server, cli.conn.port, cli.conn.timeout)?;
     let total = m.config().sizes().len();
@@ -282,16 +298,19 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
         )?;
         let outs = effective_outs(spec, outs, &local_side, &remote_side);
         side.connect(&remote_qps, mtu, cli.conn.qp_timeout, outs)?;
-        banner(
-            spec,
-            Role::Client,
-            &m,
-            &side,
-            mtu,
-            outs,
-            &local_qps,
-            &remote_qps,
-        );
+        // --output: the number alone, as perftest (no banner).
+        if cli.output.is_none() {
+            banner(
+                spec,
+                Role::Client,
+                &m,
+                &side,
+                mtu,
+                outs,
+                &local_qps,
+                &remote_qps,
+            );
+        }
         let ctx = context(spec, Role::Client, &m, mtu, &local_side, &remote_side, outs);
         out.begin()?;
         for (phase, &size) in m.config().sizes().to_vec().iter().enumerate() {
@@ -336,7 +355,10 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
         for v in m.verdicts(&side) {
             out.verdict(&v)?;
             if !v.pass() {
-                code = EXIT_VERDICT_FAIL;
+                if let VerdictRecord::Limit(l) = &v {
+                    eprintln!("{}", l.perftest_error());
+                }
+                code = code.max(v.exit_code_on_fail());
             }
         }
         out.commit()?;
@@ -418,18 +440,21 @@ fn serve<M: Measure>(
     }
     stop::pause_point("accept");
     server_accept(ch, local_side, mtu, local_qps.clone())?;
-    banner(
-        spec,
-        Role::Server,
-        &m,
-        &side,
-        mtu,
-        outs,
-        &local_qps,
-        &client_qps,
-    );
+    // --output: the number alone, as perftest (no banner).
+    if cli.output.is_none() {
+        banner(
+            spec,
+            Role::Server,
+            &m,
+            &side,
+            mtu,
+            outs,
+            &local_qps,
+            &client_qps,
+        );
+    }
     let ctx = context(spec, Role::Server, &m, mtu, local_side, &client_side, outs);
-    let mut out = Output::open(cli.json.as_deref(), m.table(Role::Server))?;
+    let mut out = open_output(spec, cli, &m, Role::Server)?;
     let sizes = m.config().sizes().to_vec();
     let mut at = Progress::default();
     let result = (|| -> anyhow::Result<u8> {

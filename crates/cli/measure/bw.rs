@@ -20,16 +20,17 @@ use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendBatch, SendWr, Wo
 
 use std::io::Write;
 
-use engine::bw::{BwResult, Table, Unit};
+use engine::bw::{BwResult, Table, TableStyle, Unit};
 use engine::link::{self, CounterSnapshot, ExpectRate, LinkRate, VerdictInput};
-use engine::report::{DataCheck, Figures, Report, RunContext, VerdictRecord};
+use engine::perftest_json::OutputFigure;
+use engine::report::{DataCheck, Figures, LimitVerdict, Report, RunContext, VerdictRecord};
 use engine::spec::{TestSpec, Verb};
 
 use super::{BannerPart, Measure, Role, Shown, SizeCtx};
 use crate::UsageError;
 use crate::args::Cli;
 use crate::oob::PeerWatch;
-use crate::output::Stdout;
+use crate::output::{FigureLines, Stdout};
 use crate::setup::Port;
 use crate::side::{Layout, Side};
 
@@ -87,6 +88,7 @@ impl BwOp for ReadOp {
 /// # Errors
 /// A failed completion (naming QPN and status), a post failure, or no
 /// progress within `timeout`.
+#[allow(clippy::too_many_arguments)]
 pub fn measure<O: BwOp>(
     op: O,
     side: &Side,
@@ -95,11 +97,12 @@ pub fn measure<O: BwOp>(
     remote: &[QpInfo],
     timeout: Duration,
     watch: &PeerWatch,
+    system_cpu: bool,
 ) -> anyhow::Result<Measurement> {
     let start = StartGate::default();
     let wall = Instant::now();
     let cpu_before = cpu_time_ns();
-    let (not_started, outcomes) = std::thread::scope(|s| {
+    let (not_started, outcomes, system_cpu_pct) = std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(cfg.threads as usize);
         let mut not_started = None;
         for t in 0..cfg.threads {
@@ -130,6 +133,10 @@ pub fn measure<O: BwOp>(
         // Every worker starts together, or none does: a thread that could
         // not be created must not leave the others waiting for it.
         start.open(not_started.is_none());
+        let system_cpu_pct = match cfg.duration {
+            Some(d) if system_cpu && not_started.is_none() => sample_system_cpu(d, &handles),
+            _ => None,
+        };
         let outcomes: Vec<anyhow::Result<ThreadOutcome>> = handles
             .into_iter()
             .map(|h| {
@@ -137,7 +144,7 @@ pub fn measure<O: BwOp>(
                     .unwrap_or_else(|_| Err(anyhow::anyhow!("a worker thread panicked")))
             })
             .collect();
-        (not_started, outcomes)
+        (not_started, outcomes, system_cpu_pct)
     });
     if let Some((t, e)) = not_started {
         bail!(
@@ -187,12 +194,53 @@ pub fn measure<O: BwOp>(
         } else {
             cfg.iters
         },
+        table_iterations: if cfg.duration.is_some() {
+            messages
+        } else {
+            cfg.iters.saturating_mul(u64::from(cfg.qps))
+        },
         messages,
         elapsed_ns,
         peak_msgs_per_sec: have_peak.then_some(peak),
         cpu_ns,
         wall_ns,
+        system_cpu_pct,
     })
+}
+
+/// perftest's `--cpu_util` figure over the measurement window of a
+/// duration run that starts now: `/proc/stat` read when the first margin
+/// has passed and when the window closes. `None` when the workers end
+/// first (a failure) or a signal stops the run.
+fn sample_system_cpu<T>(
+    d: engine::config::DurationMode,
+    workers: &[std::thread::ScopedJoinHandle<'_, T>],
+) -> Option<f64> {
+    let (total, margin) = d.spans();
+    let t0 = Instant::now();
+    let wait_until = |t: Instant| loop {
+        let now = Instant::now();
+        if now >= t {
+            return true;
+        }
+        if workers.iter().all(|w| w.is_finished()) || crate::stop::requested().is_some() {
+            return false;
+        }
+        std::thread::sleep((t - now).min(Duration::from_millis(50)));
+    };
+    let read = || {
+        std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|t| engine::bw::parse_proc_stat(&t))
+    };
+    if !wait_until(t0 + margin) {
+        return None;
+    }
+    let before = read()?;
+    if !wait_until(t0 + total.saturating_sub(margin)) {
+        return None;
+    }
+    Some(engine::bw::system_cpu_util(before, read()?))
 }
 
 /// The start line of the worker threads: opened once every one of them
@@ -416,12 +464,54 @@ struct LinkWatch {
     min_efficiency: f64,
 }
 
+/// perftest's `-w/--limit_bw` and `-y/--limit_msgrate`: the best average
+/// over the sizes must reach them (perftest passes a run when any one
+/// report does).
+#[derive(Debug)]
+struct Limits {
+    bw: Option<f64>,
+    msg_rate: Option<f64>,
+    best_bw: f64,
+    best_msg_rate: f64,
+}
+
+impl Limits {
+    fn verdicts(&self, unit: Unit) -> Vec<VerdictRecord> {
+        let unit_name = match unit {
+            Unit::MibPerSec => "MiB/sec",
+            Unit::Gbps => "Gb/sec",
+        };
+        let mut v = Vec::new();
+        if let Some(limit) = self.bw {
+            v.push(VerdictRecord::Limit(LimitVerdict::new(
+                "--limit_bw",
+                "average bandwidth",
+                unit_name,
+                self.best_bw,
+                limit,
+            )));
+        }
+        if let Some(limit) = self.msg_rate {
+            v.push(VerdictRecord::Limit(LimitVerdict::new(
+                "--limit_msgrate",
+                "message rate",
+                "Mpps",
+                self.best_msg_rate,
+                limit,
+            )));
+        }
+        v
+    }
+}
+
 /// The bandwidth tests (`write_bw`, `read_bw`).
 pub struct BwMeasure {
     spec: TestSpec,
     cfg: BwConfig,
-    unit: Unit,
-    cpu_column: bool,
+    role: Role,
+    style: TableStyle,
+    output: Option<OutputFigure>,
+    limits: Limits,
     expect: Option<ExpectRate>,
     sysfs_root: std::path::PathBuf,
     min_efficiency: f64,
@@ -461,18 +551,31 @@ impl Measure for BwMeasure {
     type Outcome = BwResult;
 
     fn client_config(spec: TestSpec, cli: &Cli) -> Result<BwConfig, UsageError> {
-        cli.bw_config(spec)
+        cli.bw_config(spec).map(|a| a.announce(spec))
     }
-    fn new(spec: TestSpec, cli: &Cli, cfg: BwConfig, _role: Role) -> anyhow::Result<Self> {
-        Ok(Self {
-            spec,
-            cfg,
+    fn new(spec: TestSpec, cli: &Cli, cfg: BwConfig, role: Role) -> anyhow::Result<Self> {
+        let style = TableStyle {
             unit: if cli.report_gbits {
                 Unit::Gbps
             } else {
                 Unit::MibPerSec
             },
-            cpu_column: cli.cpu_util,
+            peak: cli.shows_peak(&cfg),
+            // perftest's CPU column exists in duration mode only.
+            cpu_column: cli.cpu_util && cfg.duration.is_some(),
+        };
+        Ok(Self {
+            spec,
+            cfg,
+            role,
+            style,
+            output: cli.output,
+            limits: Limits {
+                bw: cli.limit_bw,
+                msg_rate: cli.limit_msgrate,
+                best_bw: 0.0,
+                best_msg_rate: 0.0,
+            },
             expect: cli.expect_rate,
             sysfs_root: cli.sysfs_root.clone(),
             min_efficiency: cli.min_efficiency,
@@ -564,7 +667,14 @@ impl Measure for BwMeasure {
     }
 
     fn table(&self, _role: Role) -> Option<Box<dyn Report>> {
-        Some(Box::new(Table::new(Stdout, self.unit, self.cpu_column)))
+        Some(match self.output {
+            Some(f) => Box::new(FigureLines::new(f, self.style)),
+            None => Box::new(Table::new(Stdout, self.style)),
+        })
+    }
+
+    fn table_style(&self) -> TableStyle {
+        self.style
     }
 
     fn prepare(&mut self, side: &Side, _size: u64) -> anyhow::Result<()> {
@@ -587,12 +697,13 @@ impl Measure for BwMeasure {
             ..
         } = ctx;
         let cfg = &self.cfg;
+        let cpu = self.style.cpu_column;
         let measured = match self.spec.verb {
             Verb::Write => {
-                ch.with_heartbeat(|w| measure(WriteOp, side, cfg, size, remote, timeout, w))?
+                ch.with_heartbeat(|w| measure(WriteOp, side, cfg, size, remote, timeout, w, cpu))?
             }
             Verb::Read => {
-                ch.with_heartbeat(|w| measure(ReadOp, side, cfg, size, remote, timeout, w))?
+                ch.with_heartbeat(|w| measure(ReadOp, side, cfg, size, remote, timeout, w, cpu))?
             }
             _ => anyhow::bail!(
                 "{} has no bandwidth loop in this build",
@@ -625,6 +736,8 @@ impl Measure for BwMeasure {
             }
         };
         self.best_gbps = self.best_gbps.max(figures.bw_avg_gbps);
+        self.limits.best_bw = self.limits.best_bw.max(self.style.bandwidths(&figures).1);
+        self.limits.best_msg_rate = self.limits.best_msg_rate.max(figures.msg_rate_mpps);
         Ok(Some(Shown {
             figures: Figures::Bw(figures),
             peer_result,
@@ -635,20 +748,28 @@ impl Measure for BwMeasure {
     }
 
     fn verdicts(&mut self, side: &Side) -> Vec<VerdictRecord> {
+        // perftest checks its limits where this side measured: the client,
+        // and both sides of a bidirectional run.
+        let mut verdicts = if self.initiates(self.role) {
+            self.limits.verdicts(self.style.unit)
+        } else {
+            Vec::new()
+        };
         let Some(w) = self.watch.take() else {
-            return Vec::new();
+            return verdicts;
         };
         let port = &side.port;
         let after =
             crate::sysfs::snapshot_error_counters(&w.sysfs_root, port.ctx.name(), port.port);
-        vec![VerdictRecord::Link(link::evaluate(&VerdictInput {
+        verdicts.push(VerdictRecord::Link(link::evaluate(&VerdictInput {
             expect: w.expect,
             negotiated: w.rate,
             min_efficiency: w.min_efficiency,
             measured_gbps: self.best_gbps,
             directions: if self.cfg.bidirectional { 2 } else { 1 },
             rises: link::rises(&w.before, &after),
-        }))]
+        })));
+        verdicts
     }
 }
 

@@ -29,6 +29,7 @@ use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendWr, WorkCompletio
 
 use std::io::{self, Write};
 
+use engine::bw::TableStyle;
 use engine::lat::{LatConfig, LatTable, dump_samples, lat_verdict};
 use engine::report::{DataCheck, Figures, Report, RunContext, VerdictRecord};
 use engine::spec::{TestSpec, Verb};
@@ -39,7 +40,7 @@ use crate::UsageError;
 use crate::args::Cli;
 use crate::clock::{Clock, MonotonicTicks, Ticks, TscTicks};
 use crate::oob::{Channel, PeerWatch};
-use crate::output::{Output, Stdout};
+use crate::output::{FigureLines, Output, Stdout};
 use crate::setup::Port;
 use crate::side::{Layout, Side};
 use crate::stop;
@@ -404,6 +405,7 @@ pub struct LatMeasure {
     rec: LatRecorder,
     explicit_inline: bool,
     report_histogram: bool,
+    output: Option<engine::perftest_json::OutputFigure>,
     json_histogram: bool,
     max_latency: Option<f64>,
     percentile: engine::lat::Percentile,
@@ -444,7 +446,7 @@ impl Measure for LatMeasure {
     type Outcome = LatOutcome;
 
     fn client_config(spec: TestSpec, cli: &Cli) -> Result<LatConfig, UsageError> {
-        cli.lat_config(spec)
+        cli.lat_config(spec).map(|a| a.announce(spec))
     }
     fn new(spec: TestSpec, cli: &Cli, cfg: LatConfig, role: Role) -> anyhow::Result<Self> {
         let clock = match role {
@@ -460,6 +462,7 @@ impl Measure for LatMeasure {
             rec: LatRecorder::new(0),
             explicit_inline: role == Role::Client && cli.inline_size.is_some(),
             report_histogram: cli.report_histogram,
+            output: cli.output,
             json_histogram: cli.json_histogram,
             max_latency: cli.max_latency,
             percentile: cli.percentile,
@@ -546,6 +549,7 @@ impl Measure for LatMeasure {
 
     fn context(&self, ctx: RunContext) -> RunContext {
         RunContext {
+            rtt_factor: self.spec.rtt_factor(),
             reported: Some(if self.spec.rtt_factor() == 1 {
                 "full round trip (RTT), microseconds"
             } else {
@@ -556,7 +560,14 @@ impl Measure for LatMeasure {
     }
 
     fn table(&self, role: Role) -> Option<Box<dyn Report>> {
-        (role == Role::Client).then(|| Box::new(LatTable::new(Stdout)) as Box<dyn Report>)
+        (role == Role::Client).then(|| match self.output {
+            Some(f) => Box::new(FigureLines::new(f, TableStyle::default())) as Box<dyn Report>,
+            None => Box::new(LatTable::new(
+                Stdout,
+                self.cfg.duration.is_some(),
+                self.spec.rtt_factor(),
+            )),
+        })
     }
 
     fn prepare(&mut self, side: &Side, size: u64) -> anyhow::Result<()> {

@@ -9,7 +9,7 @@
 use std::io::{self, Write};
 use std::time::Duration;
 
-use engine::bw::BwResult;
+use engine::bw::{BwResult, TableStyle};
 use engine::clock::ClockRecord;
 use engine::config::TestConfig;
 use engine::report::{DataCheck, Figures, Report, RunContext, VerdictRecord};
@@ -132,8 +132,14 @@ pub trait Measure: Sized {
     fn banner(&self, role: Role, part: BannerPart, e: &mut dyn Write, outs: u32);
     /// What the context of the reports adds for this test.
     fn context(&self, ctx: RunContext) -> RunContext;
-    /// The table this side prints on stdout, if any.
+    /// The table this side prints on stdout, if any (`--output`: its one
+    /// figure per size).
     fn table(&self, role: Role) -> Option<Box<dyn Report>>;
+    /// How bandwidth figures are shown (unit, peak, CPU column) in the
+    /// table, `--output` and perftest's JSON file.
+    fn table_style(&self) -> TableStyle {
+        TableStyle::default()
+    }
     /// Before a size's start barrier (a ping-pong zeroes its flags here:
     /// after the barrier the peer may already have written).
     ///

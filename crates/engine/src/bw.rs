@@ -56,8 +56,11 @@ pub fn peak_rate(samples: &[Sample], min_window_ns: u64) -> Option<f64> {
 pub struct Measurement {
     /// Message size in bytes.
     pub size: u64,
-    /// Iterations per QP (the table's `#iterations`).
+    /// Iterations per QP.
     pub iterations: u64,
+    /// The table's `#iterations` as perftest prints it: iterations × QPs,
+    /// or in duration mode the messages counted in the window.
+    pub table_iterations: u64,
     /// Messages completed inside the measured span, all QPs.
     pub messages: u64,
     /// Length of the measured span, nanoseconds.
@@ -70,6 +73,31 @@ pub struct Measurement {
     /// Wall time of that whole run, nanoseconds: the CPU figure's
     /// denominator.
     pub wall_ns: u64,
+    /// The system's CPU use over the measurement window as perftest's
+    /// `--cpu_util` reports it (percent), when it was sampled.
+    pub system_cpu_pct: Option<f64>,
+}
+
+/// The `cpu` line of `/proc/stat`: its user and idle jiffies, the two
+/// fields perftest's `--cpu_util` reads.
+pub fn parse_proc_stat(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let mut fields = line.split_whitespace().skip(1);
+    let user = fields.next()?.parse().ok()?;
+    let idle = fields.nth(2)?.parse().ok()?;
+    Some((user, idle))
+}
+
+/// perftest's `--cpu_util` figure between two `/proc/stat` readings: user
+/// time over user plus idle time, percent (0 when nothing elapsed).
+pub fn system_cpu_util(before: (u64, u64), after: (u64, u64)) -> f64 {
+    let user = after.0.saturating_sub(before.0);
+    let idle = after.1.saturating_sub(before.1);
+    if user + idle == 0 {
+        0.0
+    } else {
+        user as f64 / (user + idle) as f64 * 100.0
+    }
 }
 
 /// Figures of one size, in every unit; what the reports print.
@@ -79,6 +107,10 @@ pub struct BwResult {
     pub bytes: u64,
     /// Iterations per QP.
     pub iterations: u64,
+    /// `#iterations` as perftest's table prints it (iterations × QPs; in
+    /// duration mode the messages this side counted).
+    #[serde(default)]
+    pub table_iterations: u64,
     /// Messages counted.
     pub messages: u64,
     /// Measured span, seconds.
@@ -95,6 +127,11 @@ pub struct BwResult {
     pub msg_rate_mpps: f64,
     /// CPU use of the process over the span, percent of one core.
     pub cpu_util_pct: f64,
+    /// The system's CPU use over the window as perftest's `--cpu_util`
+    /// defines it (user / (user + idle) of `/proc/stat`), percent; with
+    /// `--cpu_util` in duration mode only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_cpu_util_pct: Option<f64>,
 }
 
 impl BwResult {
@@ -117,6 +154,7 @@ impl BwResult {
         Self {
             bytes: m.size,
             iterations: m.iterations,
+            table_iterations: m.table_iterations,
             messages: m.messages,
             elapsed_s: secs,
             bw_peak_mib_s: peak_bps / MIB,
@@ -129,6 +167,7 @@ impl BwResult {
             } else {
                 0.0
             },
+            system_cpu_util_pct: m.system_cpu_pct,
         }
     }
 
@@ -139,6 +178,7 @@ impl BwResult {
         Self {
             bytes: self.bytes,
             iterations: self.iterations,
+            table_iterations: self.table_iterations,
             messages: self.messages.saturating_add(peer.messages),
             elapsed_s: self.elapsed_s.max(peer.elapsed_s),
             bw_peak_mib_s: self.bw_peak_mib_s + peer.bw_peak_mib_s,
@@ -147,6 +187,7 @@ impl BwResult {
             bw_avg_gbps: self.bw_avg_gbps + peer.bw_avg_gbps,
             msg_rate_mpps: self.msg_rate_mpps + peer.msg_rate_mpps,
             cpu_util_pct: self.cpu_util_pct,
+            system_cpu_util_pct: self.system_cpu_util_pct,
         }
     }
 }
@@ -161,57 +202,110 @@ pub enum Unit {
     Gbps,
 }
 
+/// How perftest's bandwidth table looks: its unit, whether it shows the
+/// peak (perftest prints 0.00 with `-N`, `-D`, above 20 000 iterations)
+/// and whether it has the `CPU_Util[%]` column (`--cpu_util` with `-D`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableStyle {
+    /// MiB/s or Gb/s.
+    pub unit: Unit,
+    /// Whether the peak is shown (else 0.00).
+    pub peak: bool,
+    /// Whether the `CPU_Util[%]` column is there.
+    pub cpu_column: bool,
+}
+
+impl Default for TableStyle {
+    fn default() -> Self {
+        Self {
+            unit: Unit::MibPerSec,
+            peak: true,
+            cpu_column: false,
+        }
+    }
+}
+
+impl TableStyle {
+    /// The average and peak in the style's unit (the peak 0 when not
+    /// shown), as the table, `--output` and the perftest JSON file show them.
+    pub fn bandwidths(&self, r: &BwResult) -> (f64, f64) {
+        let (peak, avg) = match self.unit {
+            Unit::MibPerSec => (r.bw_peak_mib_s, r.bw_avg_mib_s),
+            Unit::Gbps => (r.bw_peak_gbps, r.bw_avg_gbps),
+        };
+        (if self.peak { peak } else { 0.0 }, avg)
+    }
+
+    /// Whether perftest prints this row in its extended-precision layout
+    /// (`REPORT_FMT_EXT`: Gb/s with an average below 0.1).
+    pub fn extended(&self, r: &BwResult) -> bool {
+        self.unit == Unit::Gbps && self.bandwidths(r).1 < 0.1
+    }
+
+    /// The `#iterations` column: as perftest counts (see
+    /// [`BwResult::table_iterations`]), or iterations per QP from a peer
+    /// that did not send it.
+    pub fn iterations(r: &BwResult) -> u64 {
+        if r.table_iterations == 0 {
+            r.iterations
+        } else {
+            r.table_iterations
+        }
+    }
+}
+
 /// perftest's table.
 #[derive(Debug)]
 pub struct Table<W> {
     out: W,
-    unit: Unit,
-    cpu_column: bool,
+    style: TableStyle,
 }
 
 impl<W: Write> Table<W> {
-    /// A table in `unit`, with the `CPU_Util[%]` column when `cpu_column`.
-    pub fn new(out: W, unit: Unit, cpu_column: bool) -> Self {
-        Self {
-            out,
-            unit,
-            cpu_column,
-        }
+    /// A table in `style`.
+    pub fn new(out: W, style: TableStyle) -> Self {
+        Self { out, style }
     }
 
-    /// The header line exactly as perftest prints it.
-    pub fn header(unit: Unit, cpu_column: bool) -> String {
-        let u = match unit {
+    /// The header line exactly as perftest prints it (`RESULT_FMT`,
+    /// `RESULT_FMT_G`, then `RESULT_EXT_CPU_UTIL`).
+    pub fn header(style: TableStyle) -> String {
+        let u = match style.unit {
             Unit::MibPerSec => "MiB/sec",
             Unit::Gbps => "Gb/sec",
         };
         let mut h =
             format!(" #bytes     #iterations    BW peak[{u}]    BW average[{u}]   MsgRate[Mpps]");
-        if cpu_column {
+        if style.cpu_column {
             h.push_str("    CPU_Util[%]");
         }
         h
     }
 
-    /// One row in perftest's layout
-    /// (`" %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t     %-7.6lf"`).
-    pub fn row(r: &BwResult, unit: Unit, cpu_column: bool) -> String {
-        let (peak, avg) = match unit {
-            Unit::MibPerSec => (r.bw_peak_mib_s, r.bw_avg_mib_s),
-            Unit::Gbps => (r.bw_peak_gbps, r.bw_avg_gbps),
-        };
-        // perftest prints 6 decimals when a Gb/s value is below 0.1.
-        let prec = if unit == Unit::Gbps && avg < 0.1 {
-            6
+    /// One row in perftest's layout: `REPORT_FMT`
+    /// (`" %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t     %-7.6lf"`)
+    /// or, for Gb/s below 0.1, `REPORT_FMT_EXT`
+    /// (`" %-7lu    %lu           %-7.6lf            %-7.6lf            %-7.6lf"`),
+    /// then `REPORT_EXT_CPU_UTIL` (`"\t    %-3.2f"`) with the CPU column.
+    pub fn row(r: &BwResult, style: TableStyle) -> String {
+        let (peak, avg) = style.bandwidths(r);
+        let iters = TableStyle::iterations(r);
+        let mut line = if style.extended(r) {
+            format!(
+                " {:<7}    {iters}           {peak:<7.6}            {avg:<7.6}            {:<7.6}",
+                r.bytes, r.msg_rate_mpps
+            )
         } else {
-            2
+            format!(
+                " {:<7}    {iters:<10}       {peak:<7.2}            {avg:<7.2}\t\t     {:<7.6}",
+                r.bytes, r.msg_rate_mpps
+            )
         };
-        let mut line = format!(
-            " {:<7}    {:<10}       {:<7.prec$}            {:<7.prec$}\t\t     {:<7.6}",
-            r.bytes, r.iterations, peak, avg, r.msg_rate_mpps
-        );
-        if cpu_column {
-            line.push_str(&format!("\t    {:.2}", r.cpu_util_pct));
+        if style.cpu_column {
+            line.push_str(&format!(
+                "\t    {:<3.2}",
+                r.system_cpu_util_pct.unwrap_or(0.0)
+            ));
         }
         line
     }
@@ -220,13 +314,13 @@ impl<W: Write> Table<W> {
 impl<W: Write> Report for Table<W> {
     fn begin(&mut self) -> io::Result<()> {
         writeln!(self.out, "{RESULT_LINE}")?;
-        writeln!(self.out, "{}", Self::header(self.unit, self.cpu_column))?;
+        writeln!(self.out, "{}", Self::header(self.style))?;
         self.out.flush()
     }
 
     fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
         if let Figures::Bw(r) = &record.figures {
-            writeln!(self.out, "{}", Self::row(r, self.unit, self.cpu_column))?;
+            writeln!(self.out, "{}", Self::row(r, self.style))?;
         }
         self.out.flush()
     }
@@ -250,11 +344,13 @@ mod tests {
         Measurement {
             size,
             iterations: messages,
+            table_iterations: messages,
             messages,
             elapsed_ns,
             peak_msgs_per_sec: None,
             cpu_ns: elapsed_ns / 2,
             wall_ns: elapsed_ns,
+            system_cpu_pct: None,
         }
     }
 
@@ -296,33 +392,75 @@ mod tests {
         assert_eq!(c.elapsed_s, 1.0);
     }
 
-    #[test]
-    fn table_matches_perftest_layout() {
-        assert_eq!(
-            Table::<Vec<u8>>::header(Unit::MibPerSec, false),
-            " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]"
-        );
-        assert!(
-            Table::<Vec<u8>>::header(Unit::Gbps, true).ends_with("MsgRate[Mpps]    CPU_Util[%]")
-        );
-        let r = BwResult {
+    fn result() -> BwResult {
+        BwResult {
             bytes: 65536,
-            iterations: 5000,
+            iterations: 2500,
+            table_iterations: 5000,
             messages: 5000,
             elapsed_s: 1.0,
             bw_peak_mib_s: 11030.78,
             bw_avg_mib_s: 11030.45,
             bw_peak_gbps: 92.53,
-            bw_avg_gbps: 92.53,
+            bw_avg_gbps: 0.0625,
             msg_rate_mpps: 0.176487,
             cpu_util_pct: 99.5,
+            system_cpu_util_pct: Some(2.5),
+        }
+    }
+
+    // perftest_parameters.h, verbatim.
+    const RESULT_FMT: &str =
+        " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]";
+    const RESULT_FMT_G: &str =
+        " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
+    const REPORT_FMT: &str = " %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t     %-7.6lf";
+    const REPORT_FMT_EXT: &str =
+        " %-7lu    %lu           %-7.6lf            %-7.6lf            %-7.6lf";
+    const REPORT_EXT_CPU_UTIL: &str = "\t    %-3.2f";
+
+    #[test]
+    fn header_and_rows_are_perftests_format_strings() {
+        use crate::printf::{CArg::*, sprintf};
+        let mib = TableStyle::default();
+        assert_eq!(Table::<Vec<u8>>::header(mib), RESULT_FMT);
+        let g = TableStyle {
+            unit: Unit::Gbps,
+            peak: true,
+            cpu_column: true,
         };
         assert_eq!(
-            Table::<Vec<u8>>::row(&r, Unit::MibPerSec, false),
-            " 65536      5000             11030.78            11030.45\t\t     0.176487"
+            Table::<Vec<u8>>::header(g),
+            format!("{RESULT_FMT_G}    CPU_Util[%]")
+        );
+        let r = result();
+        // Column 2 is iterations × QPs, as perftest's.
+        assert_eq!(
+            Table::<Vec<u8>>::row(&r, mib),
+            sprintf(
+                REPORT_FMT,
+                &[U(65536), U(5000), F(11030.78), F(11030.45), F(0.176487)]
+            )
+        );
+        // No peak: 0.00, as perftest's `peak_up = !(noPeak) * ...`.
+        let no_peak = TableStyle { peak: false, ..mib };
+        assert_eq!(
+            Table::<Vec<u8>>::row(&r, no_peak),
+            sprintf(
+                REPORT_FMT,
+                &[U(65536), U(5000), F(0.0), F(11030.45), F(0.176487)]
+            )
+        );
+        // Gb/s below 0.1: the extended layout; then the CPU column.
+        assert_eq!(
+            Table::<Vec<u8>>::row(&r, g),
+            sprintf(
+                REPORT_FMT_EXT,
+                &[U(65536), U(5000), F(92.53), F(0.0625), F(0.176487)]
+            ) + &sprintf(REPORT_EXT_CPU_UTIL, &[F(2.5)])
         );
         let mut out = Vec::new();
-        let mut t = Table::new(&mut out, Unit::MibPerSec, false);
+        let mut t = Table::new(&mut out, mib);
         let ctx = crate::report::tests::context();
         t.begin().unwrap();
         t.size(&SizeRecord {
@@ -336,7 +474,18 @@ mod tests {
         t.end().unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.lines().count(), 4);
-        assert_eq!(text.lines().next().unwrap().len(), 87);
+        assert_eq!(text.lines().next().unwrap(), RESULT_LINE);
+        assert_eq!(RESULT_LINE.len(), 87);
+    }
+
+    #[test]
+    fn system_cpu_is_user_over_user_and_idle_of_proc_stat() {
+        let before = parse_proc_stat("cpu  100 5 50 1000 7 0 3 0 0 0\ncpu0 1 2 3 4\n").unwrap();
+        assert_eq!(before, (100, 1000));
+        let after = parse_proc_stat("cpu  150 9 80 1150 7 0 3 0 0 0\n").unwrap();
+        assert!((system_cpu_util(before, after) - 25.0).abs() < 1e-9);
+        assert_eq!(system_cpu_util(after, after), 0.0);
+        assert_eq!(parse_proc_stat("intr 5\n"), None);
     }
 }
 
@@ -349,11 +498,13 @@ mod peer_values {
         let mine = BwResult::from_measurement(&Measurement {
             size: 2,
             iterations: 10,
+            table_iterations: 10,
             messages: 10,
             elapsed_ns: 1_000,
             peak_msgs_per_sec: None,
             cpu_ns: 0,
             wall_ns: 1_000,
+            system_cpu_pct: None,
         });
         let peer = BwResult {
             messages: u64::MAX,

@@ -561,32 +561,57 @@ impl LatVerdict {
     }
 }
 
-/// perftest's `ib_write_lat` table (the full row in duration mode too).
+/// perftest's `tps average` of a duration-mode latency run: operations per
+/// second. perftest derives both figures from the window and the count
+/// (`t_avg = window / rtt_factor / iters`, `tps = iters / window`), so
+/// `tps = 10^6 / (t_avg × rtt_factor)`; rdmaperf's mean is over round
+/// trips that tile the window, the same quotient.
+pub fn tps(s: &LatStats, rtt_factor: u32) -> f64 {
+    let per_op_us = s.t_avg_us * f64::from(rtt_factor.max(1));
+    if per_op_us > 0.0 {
+        1e6 / per_op_us
+    } else {
+        0.0
+    }
+}
+
+/// perftest's latency table: `RESULT_FMT_LAT` rows, or in duration mode
+/// (`-D`) `RESULT_FMT_LAT_DUR` (`#iterations`, `t_avg`, `tps average`).
 #[derive(Debug)]
 pub struct LatTable<W> {
     out: W,
+    duration: bool,
+    rtt_factor: u32,
 }
 
 impl<W: Write> LatTable<W> {
-    /// A table written to `out`.
-    pub fn new(out: W) -> Self {
-        Self { out }
+    /// A table written to `out`; `duration`: the duration-mode layout;
+    /// `rtt_factor`: 2 when the figures are half round trips.
+    pub fn new(out: W, duration: bool, rtt_factor: u32) -> Self {
+        Self {
+            out,
+            duration,
+            rtt_factor,
+        }
     }
 
-    /// The header line exactly as perftest prints it (trailing space
-    /// included).
-    pub fn header() -> String {
+    /// The header line exactly as perftest prints it (`RESULT_FMT_LAT`,
+    /// trailing space included, or `RESULT_FMT_LAT_DUR`).
+    pub fn header(duration: bool) -> String {
+        if duration {
+            return " #bytes        #iterations       t_avg[usec]    tps average".to_owned();
+        }
         " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    \
          t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
             .to_string()
     }
 
-    /// One row in perftest's layout (`" %-7lu %-10lu %-7.2f        %-7.2f
-    /// %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f"`): bytes,
-    /// iterations, min, max, typical, avg, stdev, p99, p99.9.
+    /// One row in perftest's layout, `REPORT_FMT_LAT`
+    /// (`" %-7lu %lu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f"`):
+    /// bytes, iterations, min, max, typical, avg, stdev, p99, p99.9.
     pub fn row(s: &LatStats) -> String {
         format!(
-            " {:<7} {:<10} {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}",
+            " {:<7} {}          {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}",
             s.bytes,
             s.iterations,
             s.t_min_us,
@@ -598,18 +623,36 @@ impl<W: Write> LatTable<W> {
             s.p99_9_us
         )
     }
+
+    /// A duration-mode row, `REPORT_FMT_LAT_DUR`
+    /// (`" %-7lu       %lu            %-7.2f        %-7.2f"`): bytes, round
+    /// trips counted, t_avg, tps.
+    pub fn duration_row(s: &LatStats, rtt_factor: u32) -> String {
+        format!(
+            " {:<7}       {}            {:<7.2}        {:<7.2}",
+            s.bytes,
+            s.iterations,
+            s.t_avg_us,
+            tps(s, rtt_factor)
+        )
+    }
 }
 
 impl<W: Write> Report for LatTable<W> {
     fn begin(&mut self) -> io::Result<()> {
         writeln!(self.out, "{RESULT_LINE}")?;
-        writeln!(self.out, "{}", Self::header())?;
+        writeln!(self.out, "{}", Self::header(self.duration))?;
         self.out.flush()
     }
 
     fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
         if let Figures::Lat(stats) = &record.figures {
-            writeln!(self.out, "{}", Self::row(stats))?;
+            let row = if self.duration {
+                Self::duration_row(stats, self.rtt_factor)
+            } else {
+                Self::row(stats)
+            };
+            writeln!(self.out, "{row}")?;
         }
         self.out.flush()
     }
@@ -648,9 +691,13 @@ pub fn dump_samples(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::{MAX_SIZE, MIN_ITERS};
+
+    pub(crate) fn stats() -> LatStats {
+        sample_stats()
+    }
 
     fn recorder(rtts: &[u64], keep: usize) -> LatRecorder {
         let mut r = LatRecorder::new(keep);
@@ -1037,19 +1084,42 @@ mod tests {
         assert_eq!(j["bytes"], 2);
     }
 
+    // perftest_parameters.h, verbatim (tabs as \t).
+    const RESULT_FMT_LAT: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
+    const RESULT_FMT_LAT_DUR: &str = " #bytes        #iterations       t_avg[usec]    tps average";
+    const REPORT_FMT_LAT: &str = " %-7lu %lu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f";
+    const REPORT_FMT_LAT_DUR: &str = " %-7lu       %lu            %-7.2f        %-7.2f";
+
     #[test]
-    fn table_matches_perftest_layout() {
+    fn table_is_perftests_format_strings() {
+        use crate::printf::{CArg::*, sprintf};
+        assert_eq!(LatTable::<Vec<u8>>::header(false), RESULT_FMT_LAT);
+        assert_eq!(LatTable::<Vec<u8>>::header(true), RESULT_FMT_LAT_DUR);
+        let s = sample_stats();
         assert_eq!(
-            LatTable::<Vec<u8>>::header(),
-            " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
+            LatTable::<Vec<u8>>::row(&s),
+            sprintf(
+                REPORT_FMT_LAT,
+                &[
+                    U(2),
+                    U(1000),
+                    F(1.03),
+                    F(3.52),
+                    F(1.06),
+                    F(1.07),
+                    F(0.04),
+                    F(1.18),
+                    F(3.52)
+                ]
+            )
         );
+        // tps: 10^6 / (1.07 us × 2).
         assert_eq!(
-            LatTable::<Vec<u8>>::row(&sample_stats()),
-            // printf(REPORT_FMT_LAT, 2, 1000, 1.03, 3.52, 1.06, 1.07, 0.04, 1.18, 3.52):
-            " 2       1000       1.03           3.52         1.06     \t       1.07        \t0.04   \t\t1.18    \t\t3.52   "
+            LatTable::<Vec<u8>>::duration_row(&s, 2),
+            sprintf(REPORT_FMT_LAT_DUR, &[U(2), U(1000), F(1.07), F(1e6 / 2.14)])
         );
         let mut out = Vec::new();
-        let mut t = LatTable::new(&mut out);
+        let mut t = LatTable::new(&mut out, false, 2);
         let ctx = crate::report::tests::context();
         t.begin().unwrap();
         t.size(&SizeRecord {

@@ -19,6 +19,8 @@ pub mod gid;
 pub mod lat;
 pub mod link;
 pub mod listing;
+pub mod perftest_json;
+pub mod printf;
 pub mod report;
 pub mod sched;
 pub mod spec;

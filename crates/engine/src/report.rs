@@ -91,6 +91,10 @@ pub struct RunContext {
     /// Outstanding reads per QP both sides set (read tests).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outstanding_reads: Option<u32>,
+    /// Round trips per reported latency: 2 when the figures are half round
+    /// trips (write), 1 for full ones (read); 1 for bandwidth tests.
+    #[serde(skip)]
+    pub rtt_factor: u32,
 }
 
 /// The figures of one size.
@@ -136,6 +140,8 @@ pub enum VerdictRecord {
     Link(Verdict),
     /// `--max-latency`: one size's latency.
     Latency(LatVerdict),
+    /// perftest's `-w/--limit_bw` or `-y/--limit_msgrate`.
+    Limit(LimitVerdict),
 }
 
 impl VerdictRecord {
@@ -144,6 +150,7 @@ impl VerdictRecord {
         match self {
             Self::Link(v) => v.pass,
             Self::Latency(v) => v.pass,
+            Self::Limit(v) => v.pass,
         }
     }
 
@@ -152,6 +159,84 @@ impl VerdictRecord {
         match self {
             Self::Link(v) => v.line(),
             Self::Latency(v) => v.line(),
+            Self::Limit(v) => v.line(),
+        }
+    }
+
+    /// The exit code of a run this verdict fails: 3 for rdmaperf's
+    /// verdicts, 1 for perftest's limits (as perftest exits).
+    pub fn exit_code_on_fail(&self) -> u8 {
+        match self {
+            Self::Limit(_) => 1,
+            _ => crate::report::EXIT_VERDICT_FAIL,
+        }
+    }
+}
+
+/// Exit code of a run whose rdmaperf verdict (link or latency) is FAIL.
+pub const EXIT_VERDICT_FAIL: u8 = 3;
+
+/// perftest's pass/fail limit (`-w/--limit_bw`, `-y/--limit_msgrate`):
+/// the best figure over the sizes against the limit, as perftest passes a
+/// run when any one report reaches it (equal passes).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LimitVerdict {
+    /// `verdict` kind: always `limit`.
+    pub verdict: &'static str,
+    /// The flag, e.g. `--limit_bw`.
+    pub flag: &'static str,
+    /// What was judged, e.g. `average bandwidth`.
+    pub figure: &'static str,
+    /// Its unit, e.g. `MiB/sec`.
+    pub unit: &'static str,
+    /// The best value measured.
+    pub measured: f64,
+    /// The limit.
+    pub limit: f64,
+    /// Whether `measured >= limit`.
+    pub pass: bool,
+}
+
+impl LimitVerdict {
+    /// Judges `measured` against `limit`.
+    pub fn new(
+        flag: &'static str,
+        figure: &'static str,
+        unit: &'static str,
+        measured: f64,
+        limit: f64,
+    ) -> Self {
+        Self {
+            verdict: "limit",
+            flag,
+            figure,
+            unit,
+            measured,
+            limit,
+            pass: measured >= limit,
+        }
+    }
+
+    /// `verdict: PASS average bandwidth 11498.77 MiB/sec >= 10000.00 (--limit_bw, best size)`.
+    pub fn line(&self) -> String {
+        format!(
+            "verdict: {} {} {:.2} {} {} {:.2} ({}, best size)",
+            if self.pass { "PASS" } else { "FAIL" },
+            self.figure,
+            self.measured,
+            self.unit,
+            if self.pass { ">=" } else { "<" },
+            self.limit,
+            self.flag
+        )
+    }
+
+    /// perftest's own line on stderr when the limit fails.
+    pub fn perftest_error(&self) -> &'static str {
+        if self.flag == "--limit_bw" {
+            "Error: BW result is below bw limit"
+        } else {
+            "Error: Msg rate  is below msg_rate limit"
         }
     }
 }
@@ -323,6 +408,7 @@ pub(crate) mod tests {
             clock: None,
             reported: None,
             outstanding_reads: Some(16),
+            rtt_factor: 1,
         }
     }
 
@@ -332,11 +418,13 @@ pub(crate) mod tests {
         let r = BwResult::from_measurement(&crate::bw::Measurement {
             size: 2,
             iterations: 10,
+            table_iterations: 10,
             messages: 10,
             elapsed_ns: 1_000,
             peak_msgs_per_sec: None,
             cpu_ns: 500,
             wall_ns: 1_000,
+            system_cpu_pct: None,
         });
         let mut out = Vec::new();
         let mut j = JsonLines::new(&mut out);
