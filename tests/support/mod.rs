@@ -274,9 +274,22 @@ impl Reaper {
 
     /// As [`Reaper::spawn`], with `env` added to the environment.
     pub fn spawn_env(bin: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn_in(bin, args, env, None)
+    }
+
+    /// As [`Reaper::spawn_env`], in the working directory `dir` when given.
+    pub fn spawn_in(
+        bin: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        dir: Option<&std::path::Path>,
+    ) -> Self {
+        let mut cmd = std::process::Command::new(bin);
+        if let Some(d) = dir {
+            cmd.current_dir(d);
+        }
         Self(Some(
-            std::process::Command::new(bin)
-                .args(args)
+            cmd.args(args)
                 .envs(env.iter().copied())
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::piped())

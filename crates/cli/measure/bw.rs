@@ -433,6 +433,16 @@ impl<O: BwOp> Worker<'_, O> {
             if sched.is_done() {
                 break;
             }
+            // Duration mode ends at its total time, as perftest's: the work
+            // still in flight is not waited for (tx depth × QPs × 8 MiB is
+            // gigabytes, minutes on a slow link); the window is complete.
+            // Both sides exchange their results before anything is freed.
+            if let Some(w) = &window
+                && !sched.is_posting()
+                && w.measured().is_some()
+            {
+                break;
+            }
         }
 
         let (messages, elapsed_ns) = match &window {

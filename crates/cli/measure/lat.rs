@@ -104,7 +104,7 @@ pub struct SizeRun<'a> {
     /// The control channel (peeked by a ping-pong server in duration
     /// mode; `None` where nothing peeks).
     pub ch: Option<&'a Channel>,
-    /// Where the client records its samples (the server records none).
+    /// Where this side records its samples (a read server records none).
     pub rec: &'a mut LatRecorder,
     /// Whether to stop early (a signal, or the peer stopped).
     pub watch: &'a PeerWatch,
@@ -252,6 +252,14 @@ impl SizeRun<'_> {
                     if !lp.wait_for(flag, next, until, ch)? {
                         break;
                     }
+                    // The server measures too, as perftest's: one round
+                    // trip from one arrival of the client's write to the
+                    // next (every one it sees, margins included).
+                    let arrived = ticks.now();
+                    if count > 0 {
+                        rec.record(rate.to_ns(arrived.saturating_sub(stamp)));
+                    }
+                    stamp = arrived;
                     lp.send(Some(flag))?;
                 }
                 (LatOp::WritePingPong, Role::Client) => {
@@ -449,11 +457,13 @@ impl Measure for LatMeasure {
         cli.lat_config(spec).map(|a| a.announce(spec))
     }
     fn new(spec: TestSpec, cli: &Cli, cfg: LatConfig, role: Role) -> anyhow::Result<Self> {
-        let clock = match role {
-            Role::Client => Clock::new(cli.clock)?,
-            // The server records nothing: the monotonic clock only bounds
-            // its waits.
-            Role::Server => Clock::for_server(),
+        // Both sides of the write ping-pong measure (as perftest's); a read
+        // server posts nothing: its monotonic clock only bounds its waits.
+        let measures = role == Role::Client || spec.verb != Verb::Read;
+        let clock = if measures {
+            Clock::new(cli.clock)?
+        } else {
+            Clock::for_server()
         };
         let mut m = Self {
             spec,
@@ -471,7 +481,7 @@ impl Measure for LatMeasure {
             rate: TickRate::NANOSECONDS,
             check: None,
         };
-        if role == Role::Client {
+        if measures {
             // Allocated (and its pages touched) once; emptied per size.
             m.rec = LatRecorder::new(m.keep_samples());
         }
@@ -541,8 +551,8 @@ impl Measure for LatMeasure {
             let _ = writeln!(e, " Max inline data : {}[B]", self.cfg.inline_size);
         }
         let clock = match role {
-            Role::Client => self.clock.describe(),
-            Role::Server => "not used (the client measures)".to_owned(),
+            Role::Server if self.op() == LatOp::Read => "not used (the client measures)".to_owned(),
+            _ => self.clock.describe(),
         };
         let _ = writeln!(e, " Clock           : {clock}");
     }
@@ -560,7 +570,9 @@ impl Measure for LatMeasure {
     }
 
     fn table(&self, role: Role) -> Option<Box<dyn Report>> {
-        (role == Role::Client).then(|| match self.output {
+        // perftest's read_lat server prints no table; its write_lat
+        // server prints its own.
+        (role == Role::Client || self.op() == LatOp::WritePingPong).then(|| match self.output {
             Some(f) => Box::new(FigureLines::new(f, TableStyle::default())) as Box<dyn Report>,
             None => Box::new(LatTable::new(
                 Stdout,
@@ -658,18 +670,29 @@ impl Measure for LatMeasure {
                     m.round_trips
                 );
             }
-            match (mine, peer) {
-                (Some(m), _) => eprintln!(
-                    "{}: {size} B: answered {} round trips",
-                    self.spec, m.round_trips
-                ),
-                (None, Some(p)) => eprintln!(
-                    "{}: {size} B: the client did {} reads",
-                    self.spec, p.round_trips
-                ),
-                (None, None) => {}
+            let Some(m) = mine else {
+                if let Some(p) = peer {
+                    eprintln!(
+                        "{}: {size} B: the client did {} reads",
+                        self.spec, p.round_trips
+                    );
+                }
+                return Ok(None);
+            };
+            self.clock.check_drift(self.rate);
+            let mut stats = self.rec.stats_per(size, self.spec.rtt_factor());
+            // perftest's #iterations is the count, on both sides.
+            stats.iterations = m.round_trips;
+            if self.report_histogram {
+                self.dumps.push((size, self.rec.samples().to_vec()));
             }
-            return Ok(None);
+            return Ok(Some(Shown {
+                figures: Figures::Lat(stats),
+                peer_result: None,
+                histogram: self.json_histogram.then(|| self.rec.histogram_base64()),
+                data_check: None,
+                clock: Some(self.clock.record(self.rate)),
+            }));
         }
         self.clock.check_drift(self.rate);
         let stats = self.rec.stats_per(size, self.spec.rtt_factor());

@@ -1,0 +1,378 @@
+//! perftest drop-in, end to end: real perftest command lines
+//! (tests/fixtures/perftest-command-lines.txt, each with its source) run
+//! unchanged against rdmaperf's binaries, and what their scripts read is
+//! there as perftest writes it; then each perftest flag rdmaperf accepts
+//! changes what it should. Figures are checked against perftest's header
+//! strings and JSON keys, never against our own output.
+//!
+//! Every test needs `RDMAPERF_TEST_DEVICE` and is `#[ignore]`d for plain
+//! `cargo test`; `scripts/test` runs them in the VM.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use support::peers;
+use support::{Reaper, assert_ok, free_port, test_device, text};
+
+/// perftest's `RESULT_FMT`, `RESULT_FMT_G` and `RESULT_FMT_LAT` headers.
+const BW_HEADER_MIB: &str =
+    " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]";
+const BW_HEADER_G: &str =
+    " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
+const LAT_HEADER: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
+
+fn bin(test: &str) -> &'static str {
+    match test {
+        "write_bw" => env!("CARGO_BIN_EXE_write_bw"),
+        "write_lat" => env!("CARGO_BIN_EXE_write_lat"),
+        "read_bw" => env!("CARGO_BIN_EXE_read_bw"),
+        "read_lat" => env!("CARGO_BIN_EXE_read_lat"),
+        other => panic!("no rdmaperf binary for ib_{other}"),
+    }
+}
+
+/// The numeric rows under `header` (each field a number).
+fn rows(stdout: &str, header: &str) -> Vec<Vec<f64>> {
+    assert!(
+        stdout.lines().any(|l| l == header),
+        "no perftest header {header:?} in:\n{stdout}"
+    );
+    stdout
+        .lines()
+        .filter(|l| l.starts_with(' ') && l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| {
+            l.split_whitespace()
+                .map(|f| f.parse().unwrap_or_else(|_| panic!("{f:?} in {l:?}")))
+                .collect()
+        })
+        .collect()
+}
+
+/// A corpus entry.
+#[derive(Debug)]
+struct Pair {
+    source: String,
+    server: String,
+    client: String,
+    checks: Vec<String>,
+}
+
+fn corpus() -> Vec<Pair> {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perftest-command-lines.txt"),
+    )
+    .unwrap();
+    let mut pairs = Vec::new();
+    for block in text.split("\n\n") {
+        let mut p = Pair {
+            source: String::new(),
+            server: String::new(),
+            client: String::new(),
+            checks: Vec::new(),
+        };
+        for line in block.lines().filter(|l| !l.starts_with('#')) {
+            match line.split_once(": ") {
+                Some(("source", v)) => p.source = v.to_owned(),
+                Some(("server", v)) => p.server = v.to_owned(),
+                Some(("client", v)) => p.client = v.to_owned(),
+                Some(("check", v)) => p.checks.push(v.to_owned()),
+                _ => panic!("corpus line {line:?}"),
+            }
+        }
+        if !p.server.is_empty() {
+            assert!(!p.source.is_empty() && !p.client.is_empty(), "{p:?}");
+            pairs.push(p);
+        }
+    }
+    pairs
+}
+
+/// A corpus line as the runner runs it (see the corpus header): the
+/// binary and its arguments.
+fn command_line(line: &str, vars: &[(&str, &str)]) -> (&'static str, Vec<String>) {
+    let mut line = line.to_owned();
+    for (k, v) in vars {
+        line = line.replace(k, v);
+    }
+    let mut words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+    if words.first().map(String::as_str) == Some("taskset") {
+        words.drain(..3);
+    }
+    let test = words.remove(0);
+    let test = test.strip_prefix("ib_").expect("an ib_ test");
+    for i in 0..words.len() {
+        if words[i] == "-D"
+            && let Some(n) = words.get(i + 1).and_then(|n| n.parse::<f64>().ok())
+            && n > 3.0
+        {
+            words[i + 1] = "3".into();
+        }
+    }
+    words.extend(["-u".into(), "18".into()]);
+    (bin(test), words)
+}
+
+fn check(p: &Pair, check: &str, server: &std::process::Output, client: &std::process::Output) {
+    let words: Vec<&str> = check.split_whitespace().collect();
+    let (who, out) = match words[0] {
+        "server" => ("server", server),
+        "client" => ("client", client),
+        w => panic!("check of {w:?}"),
+    };
+    let stdout = text(&out.stdout);
+    let ctx = || format!("{} ({who}: {check})\nstdout:\n{stdout}", p.source);
+    match words[1] {
+        "table" => {
+            let header = match words[2] {
+                "lat" => LAT_HEADER,
+                _ if stdout.contains("[Gb/sec]") => BW_HEADER_G,
+                _ => BW_HEADER_MIB,
+            };
+            let r = rows(&stdout, header);
+            let fields = if words[2] == "lat" { 9 } else { 5 };
+            assert!(
+                !r.is_empty() && r.iter().all(|row| row.len() == fields),
+                "{}",
+                ctx()
+            );
+        }
+        "number" => {
+            let lines: Vec<&str> = stdout.lines().collect();
+            assert!(!lines.is_empty(), "{}", ctx());
+            for l in lines {
+                let v: f64 = l.parse().unwrap_or_else(|_| panic!("{l:?}: {}", ctx()));
+                assert!(v > 0.0, "{}", ctx());
+                // perftest's "%lf": six decimals.
+                assert_eq!(
+                    l.split_once('.').map(|(_, d)| d.len()),
+                    Some(6),
+                    "{}",
+                    ctx()
+                );
+            }
+        }
+        "json" => {
+            let file = words[2];
+            let body =
+                std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{file}: {e}: {}", ctx()));
+            let v: serde_json::Value = serde_json::from_str(&body)
+                .unwrap_or_else(|e| panic!("{file} is not JSON ({e}):\n{body}\n{}", ctx()));
+            for key in &words[3..] {
+                assert!(
+                    v["results"][key].is_number(),
+                    "{file}: no number at results.{key}:\n{body}\n{}",
+                    ctx()
+                );
+            }
+            assert_eq!(v["test_info"]["Connection_type"], "RC", "{body}");
+            // One key per line, as perftest writes it.
+            assert!(
+                body.lines().all(|l| l.matches("\": ").count() <= 1),
+                "{body}"
+            );
+        }
+        other => panic!("unknown check {other:?}"),
+    }
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rdmaperf-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn perftest_command_lines_from_public_sources_run_unchanged() {
+    let dev = test_device();
+    let dir = scratch("corpus");
+    let pairs = corpus();
+    assert!(pairs.len() >= 6, "corpus has {} pairs", pairs.len());
+    for p in &pairs {
+        let port = free_port().to_string();
+        let vars = [
+            ("{dev}", dev.as_str()),
+            ("{server}", "127.0.0.1"),
+            ("{port}", port.as_str()),
+            ("{dir}", dir.to_str().unwrap()),
+        ];
+        let (sbin, sargs) = command_line(&p.server, &vars);
+        let (cbin, cargs) = command_line(&p.client, &vars);
+        let sargs: Vec<&str> = sargs.iter().map(String::as_str).collect();
+        let cargs: Vec<&str> = cargs.iter().map(String::as_str).collect();
+        let s = Reaper::spawn(sbin, &sargs);
+        let c = Reaper::spawn(cbin, &cargs).wait_bounded(Duration::from_secs(120), "client");
+        let s = s.wait_bounded(Duration::from_secs(30), "server");
+        assert_ok(&c, &format!("client of {}: {}", p.source, p.client));
+        assert_ok(&s, &format!("server of {}: {}", p.source, p.server));
+        for ch in &p.checks {
+            let ch = vars.iter().fold(ch.clone(), |c, (k, v)| c.replace(k, v));
+            check(p, &ch, &s, &c);
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn column_two_counts_every_qp_and_the_peak_follows_perftests_rules() {
+    // perftest prints iterations × QPs.
+    let (s, c) = peers::pair(
+        bin("write_bw"),
+        &["-q", "2", "-n", "100", "-s", "4096"],
+        &[],
+    );
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let r = rows(&text(&c.stdout), BW_HEADER_MIB);
+    assert_eq!(r[0][1], 200.0, "{}", text(&c.stdout));
+    assert!(r[0][2] >= r[0][3] && r[0][3] > 0.0, "{:?}", r[0]);
+    // -N: BW peak 0.00, the average measured.
+    let (s, c) = peers::pair(bin("write_bw"), &["-N", "-n", "100"], &[]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let r = rows(&text(&c.stdout), BW_HEADER_MIB);
+    assert!(r[0][2] == 0.0 && r[0][3] > 0.0, "{:?}", r[0]);
+    // -D 4: perftest's margin is 1 s (4 / 4), so the run is valid; no
+    // peak in duration mode, and perftest's warning says so.
+    let (s, c) = peers::pair(bin("write_bw"), &["-D", "4", "-s", "4096"], &[]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let r = rows(&text(&c.stdout), BW_HEADER_MIB);
+    assert!(r[0][2] == 0.0 && r[0][1] > 0.0, "{:?}", r[0]);
+    assert!(
+        text(&c.stderr).contains("WARNING: BW peak won't be measured in this run."),
+        "{}",
+        text(&c.stderr)
+    );
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn limit_bw_fails_with_perftests_exit_code_and_message() {
+    // Far above what soft-RoCE moves: exit 1 and perftest's line.
+    let (s, c) = peers::pair(
+        bin("write_bw"),
+        &["-n", "100", "--limit_bw", "1000000"],
+        &[],
+    );
+    assert_ok(&s, "server");
+    assert_eq!(c.status.code(), Some(1), "{}", text(&c.stderr));
+    assert!(
+        text(&c.stderr).contains("Error: BW result is below bw limit"),
+        "{}",
+        text(&c.stderr)
+    );
+    assert!(text(&c.stdout).contains("verdict: FAIL average bandwidth"));
+    // Reached: exit 0 (-w and -y both at 0).
+    let (s, c) = peers::pair(bin("write_bw"), &["-n", "100", "-w", "0", "-y", "0"], &[]);
+    assert_ok(&s, "server");
+    assert_ok(&c, "client");
+    assert!(text(&c.stdout).contains("verdict: PASS message rate"));
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn out_json_writes_perftests_default_file_in_the_working_directory() {
+    let dev = test_device();
+    let dir = scratch("out-json");
+    let port = free_port();
+    let p = port.to_string();
+    let s = peers::server(bin("write_lat"), &dev, port, &[]);
+    let c = Reaper::spawn_in(
+        bin("write_lat"),
+        &[
+            "-d",
+            &dev,
+            "-p",
+            &p,
+            "-u",
+            "18",
+            "-n",
+            "200",
+            "--out_json",
+            "127.0.0.1",
+        ],
+        &[],
+        Some(&dir),
+    )
+    .wait_bounded(Duration::from_secs(60), "client");
+    let s = s.wait_bounded(Duration::from_secs(30), "server");
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let body = std::fs::read_to_string(dir.join("perftest_out.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["test_info"]["test"], "RDMA_Write_Latency_Test");
+    assert_eq!(v["results"]["n_iterations"], 200);
+    for k in [
+        "t_min",
+        "t_max",
+        "t_typical",
+        "t_avg",
+        "t_stdev",
+        "percentile_99",
+        "percentile_99.9",
+    ] {
+        assert!(v["results"][k].is_number(), "{k}: {body}");
+    }
+    // The table is still on stdout.
+    assert_eq!(rows(&text(&c.stdout), LAT_HEADER).len(), 1);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn latency_duration_mode_prints_perftests_duration_table() {
+    let (s, c) = peers::pair(bin("write_lat"), &["-D", "3"], &[]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let header = " #bytes        #iterations       t_avg[usec]    tps average";
+    for (who, out) in [("client", &c), ("server", &s)] {
+        let r = rows(&text(&out.stdout), header);
+        assert_eq!(r.len(), 1, "{who}: {}", text(&out.stdout));
+        let (iters, t_avg, tps) = (r[0][1], r[0][2], r[0][3]);
+        assert!(iters > 10.0 && t_avg > 0.0, "{who}: {:?}", r[0]);
+        // perftest: tps = 10^6 / (t_avg × 2) for write (t_avg is RTT/2);
+        // both are printed with two decimals.
+        let expect = 1e6 / (t_avg * 2.0);
+        assert!((tps - expect).abs() / expect < 0.01, "{who}: {:?}", r[0]);
+    }
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn perftest_flags_rdmaperf_lacks_exit_2_as_not_supported_and_nothing_runs() {
+    let dev = test_device();
+    for (b, args, says) in [
+        (
+            "write_bw",
+            &["-R"][..],
+            "-R/--rdma_cm: not supported by write_bw yet",
+        ),
+        (
+            "write_bw",
+            &["--use_cuda=0"][..],
+            "--use_cuda: not supported",
+        ),
+        ("write_lat", &["-T", "106"][..], "-T/--tos: not supported"),
+        (
+            "read_bw",
+            &["-c", "UD"][..],
+            "UD connections are not supported",
+        ),
+    ] {
+        let mut all = vec!["-d", dev.as_str(), "--timeout", "2"];
+        all.extend_from_slice(args);
+        all.push("127.0.0.1");
+        let out = Reaper::spawn(bin(b), &all).wait_bounded(Duration::from_secs(20), b);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{b} {args:?}: {err}");
+        assert!(err.contains(says), "{b} {args:?}: {err}");
+        assert!(
+            out.stdout.is_empty() && !err.contains("cannot connect"),
+            "{err}"
+        );
+    }
+}
