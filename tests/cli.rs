@@ -74,7 +74,7 @@ fn bad_test_flags_exit_2_naming_the_flag_before_touching_a_device() {
         ),
         ("write_lat", &["--clock", "rdtsc", "127.0.0.1"], "--clock"),
         // A flag of another test is refused, named, before the device.
-        ("read_lat", &["-Q", "4", "127.0.0.1"], "-Q/--cq-mod"),
+        ("read_lat", &["-b", "127.0.0.1"], "-b/--bidirectional"),
         ("read_bw", &["-I", "64", "127.0.0.1"], "-I/--inline-size"),
         ("write_bw", &["-o", "4", "127.0.0.1"], "-o/--outs"),
         ("read_bw", &["-o", "0", "127.0.0.1"], "--outs"),

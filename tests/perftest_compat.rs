@@ -376,3 +376,151 @@ fn perftest_flags_rdmaperf_lacks_exit_2_as_not_supported_and_nothing_runs() {
         );
     }
 }
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn sl_tclass_and_flow_labels_reach_every_qp_on_both_sides() {
+    // DSCP 26 (AF31) with ECT(0): traffic class 106, as NCCL_IB_TC=106.
+    let (s, c) = peers::pair(
+        bin("write_bw"),
+        &[
+            "-q",
+            "3",
+            "-n",
+            "50",
+            "-s",
+            "4096",
+            "-S",
+            "3",
+            "--tclass",
+            "106",
+            "--flow_label",
+            "5,6",
+            "--pkey_index",
+            "1000",
+            "--json",
+            "-",
+        ],
+        &[],
+    );
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let v: serde_json::Value =
+        serde_json::from_str(text(&c.stdout).lines().next().unwrap()).unwrap();
+    let paths = v["qp_paths"].as_array().unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(paths.len(), 3);
+    // Read back from the device: SL and traffic class on every QP, the
+    // flow labels round-robin, the P_Key index beyond soft-RoCE's one-entry
+    // table replaced by 0 (as perftest does).
+    // Soft-RoCE keeps no SL (RoCE packets carry none; rxe_av_from_attr
+    // copies only the GRH), so it reads back 0 there; the configuration
+    // both sides ran carries the 3 asked for.
+    assert_eq!(v["config"]["path"]["sl"], 3, "{v}");
+    let sl = if test_device().starts_with("rxe") {
+        0
+    } else {
+        3
+    };
+    for (q, p) in paths.iter().enumerate() {
+        assert_eq!(p["sl"], sl, "{p}");
+        assert_eq!(p["traffic_class"], 106, "{p}");
+        assert_eq!(p["flow_label"], [5, 6][q % 2], "{p}");
+        assert_eq!(p["pkey_index"], 0, "{p}");
+    }
+    assert!(
+        text(&c.stderr).contains("--pkey_index 1000 is beyond"),
+        "{}",
+        text(&c.stderr)
+    );
+    // The server set the client's path options on its own QPs.
+    assert!(
+        text(&s.stderr).contains(&format!(
+            "QP path         : SL {sl}, traffic class 106, flow label 5"
+        )),
+        "{}",
+        text(&s.stderr)
+    );
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn report_counters_report_both_and_an_mtu_above_the_port_as_perftest() {
+    // -W: "\t%s=%llu\n" per counter after the row, then an empty line.
+    // 100 × 4 KiB at soft-RoCE's 1024-byte MTU are at least 400 packets.
+    // -m 4096 above the active 1024: perftest runs at the active MTU.
+    let (s, c) = peers::pair(
+        bin("write_bw"),
+        &[
+            "-n",
+            "100",
+            "-s",
+            "4096",
+            "-W",
+            "hw_counters/sent_pkts",
+            "-m",
+            "4096",
+        ],
+        &[],
+    );
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let out = text(&c.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("\thw_counters/sent_pkts="))
+        .unwrap_or_else(|| panic!("{out}"));
+    let n: u64 = line.split_once('=').unwrap().1.parse().unwrap();
+    assert!(n >= 400, "{line}");
+    assert!(out.contains(&format!("{line}\n\n")), "{out:?}");
+    assert!(
+        text(&c.stderr).contains("Mtu             : 1024[B]"),
+        "{}",
+        text(&c.stderr)
+    );
+    // A counter that is not there: exit 2 before any work.
+    let c = peers::client(
+        bin("write_bw"),
+        &test_device(),
+        free_port(),
+        &["-n", "100", "-W", "hw_counters/nonesuch"],
+    )
+    .wait_bounded(Duration::from_secs(20), "client");
+    assert_eq!(c.status.code(), Some(2), "{}", text(&c.stderr));
+    assert!(text(&c.stderr).contains("-W/--report-counters"));
+    // --report-both with -b: the summed table, then perftest's local and
+    // remote ones.
+    let (s, c) = peers::pair(bin("write_bw"), &["-b", "-n", "100", "--report-both"], &[]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let out = text(&c.stdout);
+    let local = out
+        .find("\n Local results: \n")
+        .unwrap_or_else(|| panic!("{out}"));
+    let remote = out
+        .find("\n Remote results: \n")
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(local < remote);
+    assert_eq!(rows(&out, BW_HEADER_MIB).len(), 3, "{out}");
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn report_unsorted_lists_every_sample_as_perftest() {
+    let (s, c) = peers::pair(bin("write_lat"), &["-n", "50", "-U"], &[]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let out = text(&c.stdout);
+    let start = out.find("#, usec\n").unwrap_or_else(|| panic!("{out}"));
+    let samples: Vec<&str> = out[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.contains(", "))
+        .collect();
+    // perftest's "%d, %g": index, value; one per measured round trip.
+    assert_eq!(samples.len(), 50, "{out}");
+    for (i, l) in samples.iter().enumerate() {
+        let (n, v) = l.split_once(", ").unwrap();
+        assert_eq!(n.parse::<usize>().unwrap(), i + 1);
+        assert!(v.parse::<f64>().unwrap() > 0.0, "{l}");
+    }
+}

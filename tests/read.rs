@@ -330,7 +330,7 @@ fn bad_flags_exit_2_naming_them_before_any_traffic() {
         (&["-H"], "--report-histogram"),
     ];
     let read_lat: &[(&[&str], &str)] = &[
-        (&["-Q", "4"], "--cq-mod"),
+        (&["-b"], "--bidirectional"),
         (&["-I", "8"], "--inline-size"),
         (&["-b"], "--bidirectional"),
         (&["-n", "2"], "--iters"),

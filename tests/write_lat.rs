@@ -338,7 +338,7 @@ fn bad_flags_exit_2_naming_them() {
         (&["-s", "0"], "--size"),
         (&["-n", "2"], "--iters"),
         (&["-I", "100000"], "--inline-size"),
-        (&["-m", "4096"], "--mtu"),
+        (&["-m", "1500"], "--mtu"),
         (&["-x", "99"], "--gid-index"),
         (&["--max-latency=0"], "--max-latency"),
         (&["--percentile", "p42"], "--percentile"),

@@ -57,6 +57,10 @@ pub struct ConnectionArgs {
     /// the server); --accept-timeout no longer applies.
     #[arg(long = "persistent")]
     pub persistent: bool,
+    /// P_Key index of this side's QPs (local to this side; beyond the
+    /// port's table, 0 with a note, as perftest).
+    #[arg(long = "pkey_index", value_name = "INDEX", default_value_t = 0)]
+    pub pkey_index: u16,
     /// QP ACK timeout exponent: 4.096 us x 2^N before a retransmit (perftest's -u; local to this side).
     #[arg(short = 'u', long = "qp-timeout", default_value_t = 14,
           value_parser = clap::value_parser!(u8).range(0..=31))]
@@ -85,6 +89,17 @@ pub struct RunArgs {
     /// Path MTU in bytes (default: the smaller active MTU of both ports).
     #[arg(short = 'm', long = "mtu")]
     pub mtu: Option<u32>,
+    /// Service level of every QP, both sides.
+    #[arg(short = 'S', long = "sl", default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=15))]
+    pub sl: u8,
+    /// GRH traffic class of every QP, both sides (on RoCE the DSCP and ECN
+    /// bits, DSCP << 2: what NCCL_IB_TC sets; needs a GRH, always on RoCE).
+    #[arg(long = "tclass", value_name = "TCLASS", default_value_t = 0)]
+    pub tclass: u8,
+    /// GRH flow labels, comma-separated, taken by the QPs round-robin.
+    #[arg(long = "flow_label", value_name = "FL[,FL...]", value_delimiter = ',')]
+    pub flow_label: Vec<u32>,
 }
 
 /// Every flag of every test binary; [`parse`] shows and accepts only
@@ -147,6 +162,10 @@ pub struct Cli {
     /// Print every sample (usec, as the table reports them) after the table.
     #[arg(short = 'H', long = "report-histogram", alias = "report-histogrm")]
     pub report_histogram: bool,
+    /// Print every sample in the order measured, perftest's way (`#, usec`
+    /// then `N, VALUE`), after the table.
+    #[arg(short = 'U', long = "report-unsorted")]
+    pub report_unsorted: bool,
     /// Include the HdrHistogram (V2, base64) in each JSON object.
     #[arg(long = "json-histogram")]
     pub json_histogram: bool,
@@ -190,6 +209,15 @@ pub struct Cli {
     /// The file of --out_json.
     #[arg(long = "out_json_file", value_name = "FILE", default_value = engine::perftest_json::DEFAULT_FILE)]
     pub out_json_file: PathBuf,
+    /// After each size, print the change of these port counters (paths
+    /// under /sys/class/infiniband/DEV/ports/PORT, comma-separated), e.g.
+    /// counters/port_xmit_data,hw_counters/out_of_buffer.
+    #[arg(short = 'W', long = "report-counters", value_name = "LIST")]
+    pub report_counters: Option<String>,
+    /// With -b, also print this side's and the peer's results in separate
+    /// tables after the summed one.
+    #[arg(long = "report-both")]
+    pub report_both: bool,
     /// Connection type: RC, the only one rdmaperf runs (perftest's default).
     #[arg(short = 'c', long = "connection", value_name = "RC", value_parser = connection_arg)]
     pub connection: Option<String>,
@@ -212,8 +240,9 @@ pub struct Cli {
 }
 
 /// Flags (by argument id) of the bandwidth tests only.
-const BW_ONLY: [&str; 13] = [
+const BW_ONLY: [&str; 14] = [
     "no_peak",
+    "report_both",
     "limit_bw",
     "limit_msgrate",
     "qps",
@@ -227,16 +256,31 @@ const BW_ONLY: [&str; 13] = [
     "expect_rate",
     "min_efficiency",
 ];
+/// Bandwidth flags that perftest's latency tests accept and ignore; ours
+/// too, with a note (`-q` only as 1: perftest refuses more QPs there).
+const LAT_IGNORED: [&str; 5] = [
+    "report_gbits",
+    "tx_depth",
+    "cq_mod",
+    "limit_bw",
+    "limit_msgrate",
+];
+
 /// Flags of the latency tests only.
-const LAT_ONLY: [&str; 5] = [
+const LAT_ONLY: [&str; 6] = [
     "report_histogram",
+    "report_unsorted",
     "json_histogram",
     "max_latency",
     "percentile",
     "clock",
 ];
 /// Flags that configure the test (the client's); a server ignores them.
-const TEST_FLAGS: [&str; 14] = [
+const TEST_FLAGS: [&str; 18] = [
+    "margin",
+    "sl",
+    "tclass",
+    "flow_label",
     "size",
     "all",
     "iters",
@@ -373,11 +417,26 @@ pub fn parse_from(
     for a in cmd.get_arguments() {
         let id = a.get_id().as_str();
         if given(id) && !applies(spec, id) {
+            if spec.metric == Metric::Lat && LAT_IGNORED.contains(&id) {
+                eprintln!(
+                    "{spec}: note: {} has no effect on a latency test (as in perftest)",
+                    flag_name(&cmd, id)
+                );
+                continue;
+            }
+            let belongs = if BW_ONLY.contains(&id) {
+                "the bandwidth tests"
+            } else if LAT_ONLY.contains(&id) {
+                "the latency tests"
+            } else if id == "outs" {
+                "the read tests"
+            } else {
+                "the write tests"
+            };
             return Err(UsageError(format!(
-                "{}: not an option of {} ({} has no such flag either)",
+                "{}: not an option of {}: it belongs to {belongs}",
                 flag_name(&cmd, id),
                 spec.name(),
-                perftest_name(spec)
             )));
         }
     }
@@ -464,6 +523,15 @@ impl Cli {
         })
     }
 
+    /// The path options (`-S`, `--tclass`, `--flow_label`).
+    fn path(&self) -> engine::config::PathConfig {
+        engine::config::PathConfig {
+            sl: self.run.sl,
+            traffic_class: self.run.tclass,
+            flow_labels: self.run.flow_label.clone(),
+        }
+    }
+
     /// The iterations: `-n` or the test's default.
     fn iters(&self, spec: TestSpec) -> u64 {
         self.run.iters.unwrap_or(spec.defaults().iters)
@@ -528,6 +596,7 @@ impl Cli {
             bidirectional: self.bidirectional,
             mtu: self.run.mtu,
             outs: self.outs.unwrap_or(0),
+            path: self.path(),
         };
         let cfg = self.checked(spec, cfg)?;
         if !self.no_peak && !self.shows_peak(&cfg) {
@@ -555,6 +624,7 @@ impl Cli {
             inline_size: self.inline_size.unwrap_or(d.inline),
             mtu: self.run.mtu,
             outs: self.outs.unwrap_or(0),
+            path: self.path(),
         };
         Ok(Adjusted {
             config: self.checked(spec, cfg)?,
@@ -635,12 +705,13 @@ mod tests {
 
     #[test]
     fn flags_of_other_tests_are_refused_naming_the_flag() {
-        let e = parse_args(TestSpec::READ_LAT, &["-Q", "4", "host"]).unwrap_err();
-        assert!(
-            e.0.starts_with("-Q/--cq-mod: not an option of read_lat"),
-            "{}",
-            e.0
+        let e = parse_args(TestSpec::READ_LAT, &["-b", "host"]).unwrap_err();
+        assert_eq!(
+            e.0,
+            "-b/--bidirectional: not an option of read_lat: it belongs to the bandwidth tests"
         );
+        // perftest's latency tests accept and ignore these; so do ours.
+        assert!(parse_args(TestSpec::READ_LAT, &["-Q", "4", "--report_gbits", "host"]).is_ok());
         let e = parse_args(TestSpec::READ_BW, &["-I", "64", "host"]).unwrap_err();
         assert!(e.0.starts_with("-I/--inline-size:"), "{}", e.0);
         let e = parse_args(TestSpec::WRITE_BW, &["-o", "4", "host"]).unwrap_err();

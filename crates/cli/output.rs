@@ -276,3 +276,84 @@ impl Report for PerftestJsonFile {
         Ok(())
     }
 }
+
+/// perftest's `-W/--report-counters`: after each size, the change of
+/// each named port counter since the last reading (the first one from
+/// when the run was set up, as perftest's), `"\t%s=%llu\n"` per counter
+/// and an empty line. Names are paths under the port's sysfs directory,
+/// e.g. `counters/port_xmit_data` (raw units: 4-byte words there).
+#[derive(Debug)]
+pub struct CounterLines {
+    files: Vec<(String, std::path::PathBuf)>,
+    last: Vec<u64>,
+}
+
+impl CounterLines {
+    /// Reads every counter of `list` (comma-separated) under `port_dir`
+    /// once, so a missing one fails before any work.
+    ///
+    /// # Errors
+    /// A usage error naming `-W/--report-counters` and the counter.
+    pub fn open(list: &str, port_dir: &std::path::Path) -> anyhow::Result<Self> {
+        let mut files = Vec::new();
+        for name in list.split(',').filter(|n| !n.is_empty()) {
+            if name.split('/').any(|c| c == ".." || c.is_empty()) || name.starts_with('/') {
+                return Err(crate::UsageError(format!(
+                    "-W/--report-counters: {name:?} is not a counter under the port's directory"
+                ))
+                .into());
+            }
+            files.push((name.to_owned(), port_dir.join(name)));
+        }
+        if files.is_empty() {
+            return Err(crate::UsageError("-W/--report-counters: no counter named".into()).into());
+        }
+        let mut c = Self {
+            files,
+            last: Vec::new(),
+        };
+        c.last = c
+            .read()
+            .map_err(|e| crate::UsageError(format!("-W/--report-counters: {e}")))?;
+        Ok(c)
+    }
+
+    fn read(&self) -> Result<Vec<u64>, String> {
+        self.files
+            .iter()
+            .map(|(name, path)| {
+                let t = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read counter {name} ({}): {e}", path.display()))?;
+                t.trim()
+                    .parse()
+                    .map_err(|_| format!("counter {name} reads {:?}, not a number", t.trim()))
+            })
+            .collect()
+    }
+}
+
+impl Report for CounterLines {
+    fn begin(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn size(&mut self, _record: &SizeRecord<'_>) -> io::Result<()> {
+        let now = self.read().map_err(io::Error::other)?;
+        let mut out = Stdout;
+        for ((name, _), (n, l)) in self.files.iter().zip(now.iter().zip(&self.last)) {
+            writeln!(out, "\t{name}={}", n.wrapping_sub(*l))?;
+        }
+        writeln!(out)?;
+        out.flush()?;
+        self.last = now;
+        Ok(())
+    }
+
+    fn verdict(&mut self, _verdict: &VerdictRecord) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn end(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}

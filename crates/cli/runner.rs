@@ -14,7 +14,9 @@ use anyhow::Context as _;
 use engine::bw::RESULT_LINE;
 use engine::config::TestConfig;
 use engine::gid::to_perftest_string;
-use engine::report::{InterruptedRecord, RunContext, SideRecord, SizeRecord, VerdictRecord};
+use engine::report::{
+    InterruptedRecord, QpPathRecord, RunContext, SideRecord, SizeRecord, VerdictRecord,
+};
 use engine::spec::{Metric, TestSpec};
 use engine::wire::{Message, QpInfo, SideInfo};
 use serde::de::DeserializeOwned;
@@ -27,7 +29,7 @@ use crate::measure::bw::BwMeasure;
 use crate::measure::lat::LatMeasure;
 use crate::measure::{BannerPart, Measure, Shown, SizeCtx};
 use crate::oob::{Bound, Channel};
-use crate::output::{Output, PerftestJsonFile};
+use crate::output::{CounterLines, Output, PerftestJsonFile};
 use crate::session::{
     Hello, client_barrier, client_goodbye, client_hello, expect_msg, reject, server_accept,
     server_all_phases_run, server_hello, server_mtu, server_next_phase, show_progress, sysfs_rate,
@@ -177,14 +179,58 @@ fn context<M: Measure>(
         clock: None,
         reported: None,
         outstanding_reads: spec.uses_outstanding_reads().then_some(outs),
+        qp_paths: Vec::new(),
         rtt_factor: 1,
     })
 }
 
+/// Each QP's path read back from the device, when a path option was
+/// given (else none: the reports omit it); the first QP's on stderr.
+fn qp_paths<C: TestConfig>(cli: &Cli, cfg: &C, side: &Side) -> anyhow::Result<Vec<QpPathRecord>> {
+    if *cfg.path() == engine::config::PathConfig::default() && cli.conn.pkey_index == 0 {
+        return Ok(Vec::new());
+    }
+    let paths = side.paths()?;
+    let records: Vec<QpPathRecord> = paths
+        .iter()
+        .zip(&side.qps)
+        .map(|(p, q)| QpPathRecord {
+            qpn: q.qp().qpn(),
+            sl: p.service_level,
+            traffic_class: p.global.then_some(p.traffic_class),
+            flow_label: p.global.then_some(p.flow_label),
+            pkey_index: p.pkey_index,
+        })
+        .collect();
+    if let Some(r) = records.first() {
+        let grh = match (r.traffic_class, r.flow_label) {
+            (Some(tc), Some(fl)) => format!("traffic class {tc}, flow label {fl}"),
+            _ => "no GRH".to_owned(),
+        };
+        eprintln!(
+            " QP path         : SL {}, {grh}, P_Key index {} (read back from QPN {:#x})",
+            r.sl, r.pkey_index, r.qpn
+        );
+    }
+    Ok(records)
+}
+
 /// This side's reports: the table (or `--output`'s figure) on stdout,
 /// `--json`, perftest's `--out_json` file.
-fn open_output<M: Measure>(spec: TestSpec, cli: &Cli, m: &M, role: Role) -> anyhow::Result<Output> {
+fn open_output<M: Measure>(
+    spec: TestSpec,
+    cli: &Cli,
+    m: &M,
+    role: Role,
+    port: &Port,
+) -> anyhow::Result<Output> {
     let mut out = Output::open(cli.json.as_deref(), m.table(role))?;
+    if let Some(list) = &cli.report_counters
+        && cli.json.as_deref() != Some("-")
+    {
+        let dir = crate::sysfs::port_dir(&cli.sysfs_root, port.ctx.name(), port.port);
+        out.add(Box::new(CounterLines::open(list, &dir)?));
+    }
     if cli.out_json {
         out.add(Box::new(PerftestJsonFile::create(
             cli.out_json_file.clone(),
@@ -281,7 +327,7 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
     m.on_port(&port);
     let mut side = m.create_side(port, Role::Client)?;
     let local_qps = side.qp_infos()?;
-    let mut out = open_output(spec, cli, &m, Role::Client)?;
+    let mut out = open_output(spec, cli, &m, Role::Client, &side.port)?;
 
     let mut ch = Channel::connect(server, cli.conn.port, cli.conn.timeout)?;
     let total = m.config().sizes().len();
@@ -297,7 +343,14 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
             local_qps.clone(),
         )?;
         let outs = effective_outs(spec, outs, &local_side, &remote_side);
-        side.connect(&remote_qps, mtu, cli.conn.qp_timeout, outs)?;
+        side.connect(
+            &remote_qps,
+            mtu,
+            cli.conn.qp_timeout,
+            outs,
+            m.config().path(),
+            cli.conn.pkey_index,
+        )?;
         // --output: the number alone, as perftest (no banner).
         if cli.output.is_none() {
             banner(
@@ -311,7 +364,10 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
                 &remote_qps,
             );
         }
-        let ctx = context(spec, Role::Client, &m, mtu, &local_side, &remote_side, outs);
+        let ctx = RunContext {
+            qp_paths: qp_paths(cli, m.config(), &side)?,
+            ..context(spec, Role::Client, &m, mtu, &local_side, &remote_side, outs)
+        };
         out.begin()?;
         for (phase, &size) in m.config().sizes().to_vec().iter().enumerate() {
             let phase = phase as u32;
@@ -427,7 +483,7 @@ fn serve<M: Measure>(
             ),
         ));
     }
-    let mtu = server_mtu(ch, &port, m.config().mtu(), client_side.mtu)?;
+    let mtu = server_mtu(&port, m.config().mtu(), client_side.mtu);
     let outs = effective_outs(spec, m.config().outs(), &client_side, local_side);
     m.on_port(&port);
     let mut side = match m.create_side(port, Role::Server) {
@@ -435,7 +491,14 @@ fn serve<M: Measure>(
         Err(e) => return Err(reject(ch, format!("server cannot set up the test: {e:#}"))),
     };
     let local_qps = side.qp_infos()?;
-    if let Err(e) = side.connect(&client_qps, mtu, cli.conn.qp_timeout, outs) {
+    if let Err(e) = side.connect(
+        &client_qps,
+        mtu,
+        cli.conn.qp_timeout,
+        outs,
+        m.config().path(),
+        cli.conn.pkey_index,
+    ) {
         return Err(reject(ch, format!("server cannot connect its QPs: {e:#}")));
     }
     stop::pause_point("accept");
@@ -453,8 +516,11 @@ fn serve<M: Measure>(
             &client_qps,
         );
     }
-    let ctx = context(spec, Role::Server, &m, mtu, local_side, &client_side, outs);
-    let mut out = open_output(spec, cli, &m, Role::Server)?;
+    let ctx = RunContext {
+        qp_paths: qp_paths(cli, m.config(), &side)?,
+        ..context(spec, Role::Server, &m, mtu, local_side, &client_side, outs)
+    };
+    let mut out = open_output(spec, cli, &m, Role::Server, &side.port)?;
     let sizes = m.config().sizes().to_vec();
     let mut at = Progress::default();
     let result = (|| -> anyhow::Result<u8> {

@@ -203,27 +203,20 @@ pub fn reject(ch: &mut Channel, reason: String) -> anyhow::Error {
     anyhow!("refused the client's test: {reason}")
 }
 
-/// Server: the path MTU, the smaller of both active MTUs, refusing a
-/// requested `-m` above ours.
-///
-/// # Errors
-/// The rejection, after telling the client.
-pub fn server_mtu(
-    ch: &mut Channel,
-    port: &Port,
-    requested: Option<u32>,
-    client_mtu: u32,
-) -> anyhow::Result<Mtu> {
+/// Server: the path MTU, the smaller of both sides' (a requested `-m`
+/// above ours is said, and ours used, as perftest).
+pub fn server_mtu(port: &Port, requested: Option<u32>, client_mtu: u32) -> Mtu {
     let ours = port.attr.active_mtu;
     if let Some(req) = requested
         && req > ours.bytes()
     {
-        return Err(reject(
-            ch,
-            format!("-m/--mtu {req} exceeds the server's active MTU {ours}"),
-        ));
+        // As perftest: the active MTU, said, not a refusal.
+        eprintln!(
+            "note: the client's -m/--mtu {req} is above this port's active MTU {}; using the smaller MTU of both sides",
+            ours.bytes()
+        );
     }
-    Ok(ours.min(Mtu::from_bytes(client_mtu).unwrap_or(Mtu::Mtu256)))
+    ours.min(Mtu::from_bytes(client_mtu).unwrap_or(Mtu::Mtu256))
 }
 
 /// Shows progress on stderr, only when it is a terminal.

@@ -146,13 +146,16 @@ impl Port {
                     ))
                 })?;
                 if mtu > self.attr.active_mtu {
-                    return Err(UsageError(format!(
-                        "-m/--mtu: {bytes} exceeds the active MTU {} of {} port {}",
-                        self.attr.active_mtu,
+                    // perftest: "Requested mtu is higher than active mtu",
+                    // and it runs at the active MTU.
+                    eprintln!(
+                        "note: -m/--mtu {bytes} is above the active MTU {} of {} port {}; using {} (as perftest)",
+                        self.attr.active_mtu.bytes(),
                         self.ctx.name(),
-                        self.port
-                    ))
-                    .into());
+                        self.port,
+                        self.attr.active_mtu.bytes()
+                    );
+                    return Ok(self.attr.active_mtu);
                 }
                 Ok(mtu)
             }

@@ -111,6 +111,8 @@ pub struct Side {
     pub max_rd_atom: u32,
     /// The device's `max_qp_init_rd_atom` (reads a QP may have in flight).
     pub max_init_rd_atom: u32,
+    /// Entries of the port's P_Key table.
+    max_pkeys: u16,
     /// Device and port.
     pub port: Port,
 }
@@ -186,6 +188,7 @@ impl Side {
             layout: *layout,
             max_rd_atom: u32::try_from(dev.max_qp_rd_atom).unwrap_or(0),
             max_init_rd_atom: u32::try_from(dev.max_qp_init_rd_atom).unwrap_or(0),
+            max_pkeys: dev.max_pkeys,
             port,
         };
         if layout.access.remote_read {
@@ -230,14 +233,29 @@ impl Side {
     /// # Errors
     /// When the peer sent a different number of QPs, an area too small or
     /// one that wraps the address space, or a transition fails.
-    /// `qp_timeout` is the local ACK timeout exponent (perftest's `-u`).
+    /// `qp_timeout` is the local ACK timeout exponent (perftest's `-u`);
+    /// `path` the service level, traffic class and flow labels both sides
+    /// set; `pkey_index` this side's P_Key index (beyond the port's table:
+    /// 0, with a note, as perftest).
     pub fn connect(
         &mut self,
         remote: &[QpInfo],
         mtu: Mtu,
         qp_timeout: u8,
         outs: u32,
+        path: &engine::config::PathConfig,
+        pkey_index: u16,
     ) -> anyhow::Result<()> {
+        let pkey_index = if pkey_index > 0 && pkey_index >= self.max_pkeys {
+            eprintln!(
+                "note: --pkey_index {pkey_index} is beyond the {} entries of {}'s P_Key table; using 0 (as perftest)",
+                self.max_pkeys,
+                self.port.ctx.name()
+            );
+            0
+        } else {
+            pkey_index
+        };
         if remote.len() != self.qps.len() {
             bail!(
                 "peer offers {} QPs, we have {}",
@@ -272,6 +290,10 @@ impl Side {
                 access: qp_access(self.layout.access),
                 max_rd_atomic: init,
                 max_dest_rd_atomic: dest,
+                service_level: path.sl,
+                traffic_class: path.traffic_class,
+                flow_label: path.flow_label(q),
+                pkey_index,
                 ..ConnectOptions::default()
             };
             let ep = Endpoint {
@@ -284,6 +306,17 @@ impl Side {
                 .with_context(|| format!("connecting QP {q} to peer QPN {:#x}", r.qpn))?;
         }
         Ok(())
+    }
+
+    /// Every QP's path as the device reports it once connected.
+    ///
+    /// # Errors
+    /// When the device cannot be queried.
+    pub fn paths(&self) -> anyhow::Result<Vec<verbs::PathAttr>> {
+        self.qps
+            .iter()
+            .map(|q| q.qp().path().context("reading back a QP's path"))
+            .collect()
     }
 
     /// Offset of QP `q`'s exposed area in the region.

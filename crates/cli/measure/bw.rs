@@ -20,7 +20,7 @@ use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendBatch, SendWr, Wo
 
 use std::io::Write;
 
-use engine::bw::{BwResult, Table, TableStyle, Unit};
+use engine::bw::{BwResult, RESULT_LINE, Table, TableStyle, Unit};
 use engine::link::{self, CounterSnapshot, ExpectRate, LinkRate, VerdictInput};
 use engine::perftest_json::OutputFigure;
 use engine::report::{DataCheck, Figures, LimitVerdict, Report, RunContext, VerdictRecord};
@@ -522,6 +522,8 @@ pub struct BwMeasure {
     style: TableStyle,
     output: Option<OutputFigure>,
     limits: Limits,
+    /// `--report-both` with `-b`: each size's own and peer figures.
+    report_both: Option<Vec<(BwResult, BwResult)>>,
     expect: Option<ExpectRate>,
     sysfs_root: std::path::PathBuf,
     min_efficiency: f64,
@@ -574,10 +576,12 @@ impl Measure for BwMeasure {
             // perftest's CPU column exists in duration mode only.
             cpu_column: cli.cpu_util && cfg.duration.is_some(),
         };
+        let report_both = (cli.report_both && cfg.bidirectional).then(Vec::new);
         Ok(Self {
             spec,
             cfg,
             role,
+            report_both,
             style,
             output: cli.output,
             limits: Limits {
@@ -738,6 +742,9 @@ impl Measure for BwMeasure {
             Role::Client => {
                 let mine = *mine.context("the client measured nothing")?;
                 let peer = peer.filter(|_| self.cfg.bidirectional);
+                if let (Some(both), Some(p)) = (&mut self.report_both, &peer) {
+                    both.push((mine, *p));
+                }
                 (peer.as_ref().map_or(mine, |p| mine.combined(p)), peer)
             }
             Role::Server => {
@@ -757,9 +764,34 @@ impl Measure for BwMeasure {
         }))
     }
 
+    /// `--report-both`: perftest's "Local results" and "Remote results"
+    /// tables after the summed one.
+    fn after_table(&mut self, out: &mut crate::output::Output) -> std::io::Result<()> {
+        let Some(both) = self.report_both.take().filter(|b| !b.is_empty()) else {
+            return Ok(());
+        };
+        if self.output.is_some() {
+            return Ok(());
+        }
+        let style = self.style;
+        out.dump(|w| {
+            for (title, pick) in [("Local", 0), ("Remote", 1)] {
+                writeln!(w, "{RESULT_LINE}\n {title} results: \n{RESULT_LINE}")?;
+                writeln!(w, "{}", Table::<Vec<u8>>::header(style))?;
+                for (mine, peer) in &both {
+                    let r = if pick == 0 { mine } else { peer };
+                    writeln!(w, "{}", Table::<Vec<u8>>::row(r, style))?;
+                }
+            }
+            writeln!(w, "{RESULT_LINE}")?;
+            w.flush()
+        })
+    }
+
     fn verdicts(&mut self, side: &Side) -> Vec<VerdictRecord> {
-        // perftest checks its limits where this side measured: the client,
-        // and both sides of a bidirectional run.
+        // perftest checks its limits where a side measured (both sides of
+        // a bidirectional run); the runner asks only the client for its
+        // verdicts, so here the client judges.
         let mut verdicts = if self.initiates(self.role) {
             self.limits.verdicts(self.style.unit)
         } else {

@@ -30,7 +30,7 @@ use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendWr, WorkCompletio
 use std::io::{self, Write};
 
 use engine::bw::TableStyle;
-use engine::lat::{LatConfig, LatTable, dump_samples, lat_verdict};
+use engine::lat::{LatConfig, LatTable, dump_samples, dump_unsorted, lat_verdict};
 use engine::report::{DataCheck, Figures, Report, RunContext, VerdictRecord};
 use engine::spec::{TestSpec, Verb};
 use serde::{Deserialize, Serialize};
@@ -413,6 +413,7 @@ pub struct LatMeasure {
     rec: LatRecorder,
     explicit_inline: bool,
     report_histogram: bool,
+    report_unsorted: bool,
     output: Option<engine::perftest_json::OutputFigure>,
     json_histogram: bool,
     max_latency: Option<f64>,
@@ -472,6 +473,7 @@ impl Measure for LatMeasure {
             rec: LatRecorder::new(0),
             explicit_inline: role == Role::Client && cli.inline_size.is_some(),
             report_histogram: cli.report_histogram,
+            report_unsorted: cli.report_unsorted,
             output: cli.output,
             json_histogram: cli.json_histogram,
             max_latency: cli.max_latency,
@@ -683,7 +685,7 @@ impl Measure for LatMeasure {
             let mut stats = self.rec.stats_per(size, self.spec.rtt_factor());
             // perftest's #iterations is the count, on both sides.
             stats.iterations = m.round_trips;
-            if self.report_histogram {
+            if self.report_histogram || self.report_unsorted {
                 self.dumps.push((size, self.rec.samples().to_vec()));
             }
             return Ok(Some(Shown {
@@ -696,7 +698,7 @@ impl Measure for LatMeasure {
         }
         self.clock.check_drift(self.rate);
         let stats = self.rec.stats_per(size, self.spec.rtt_factor());
-        if self.report_histogram {
+        if self.report_histogram || self.report_unsorted {
             self.dumps.push((size, self.rec.samples().to_vec()));
         }
         if let Some(max) = self.max_latency {
@@ -718,9 +720,15 @@ impl Measure for LatMeasure {
     fn after_table(&mut self, out: &mut Output) -> io::Result<()> {
         let rtt_factor = self.spec.rtt_factor();
         let dumps = std::mem::take(&mut self.dumps);
+        let (ours, perftests) = (self.report_histogram, self.report_unsorted);
         out.dump(|w| {
             for (bytes, samples) in &dumps {
-                dump_samples(w, *bytes, samples, rtt_factor)?;
+                if ours {
+                    dump_samples(w, *bytes, samples, rtt_factor)?;
+                }
+                if perftests {
+                    dump_unsorted(w, samples, rtt_factor)?;
+                }
             }
             Ok(())
         })

@@ -57,6 +57,65 @@ fn bad(flag: &'static str, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// The path options both sides set on every QP (perftest's `-S/--sl`,
+/// `--tclass`, `--flow_label`): the client's values, sent with the
+/// configuration, so both directions of the traffic carry the same marks.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PathConfig {
+    /// Service level (0..=15).
+    #[serde(default)]
+    pub sl: u8,
+    /// GRH traffic class: DSCP and ECN on RoCE (what `NCCL_IB_TC` sets).
+    #[serde(default)]
+    pub traffic_class: u8,
+    /// GRH flow labels, taken by the QPs round-robin (perftest's); none: 0.
+    #[serde(default)]
+    pub flow_labels: Vec<u32>,
+}
+
+/// Largest GRH flow label (20 bits).
+pub const MAX_FLOW_LABEL: u32 = 0xF_FFFF;
+
+impl PathConfig {
+    /// Checks the ranges.
+    ///
+    /// # Errors
+    /// The flag whose value is out of range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.sl > 15 {
+            return Err(bad(
+                "-S/--sl",
+                format!("service level {} is outside 0..=15", self.sl),
+            ));
+        }
+        if self.flow_labels.len() > MAX_QPS as usize {
+            return Err(bad(
+                "--flow_label",
+                format!(
+                    "{} labels; at most one per QP ({MAX_QPS})",
+                    self.flow_labels.len()
+                ),
+            ));
+        }
+        if let Some(l) = self.flow_labels.iter().find(|&&l| l > MAX_FLOW_LABEL) {
+            return Err(bad(
+                "--flow_label",
+                format!("flow label {l} does not fit in 20 bits (0..={MAX_FLOW_LABEL})"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The flow label of QP `q`.
+    pub fn flow_label(&self, q: usize) -> u32 {
+        if self.flow_labels.is_empty() {
+            0
+        } else {
+            self.flow_labels[q % self.flow_labels.len()]
+        }
+    }
+}
+
 /// Duration mode (`-D`): run for `seconds`, measuring only between the
 /// warm-up and cool-down margins.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -109,6 +168,9 @@ pub struct BwConfig {
     /// and both devices' `max_qp_rd_atom`.
     #[serde(default)]
     pub outs: u32,
+    /// Path options of every QP (`-S`, `--tclass`, `--flow_label`).
+    #[serde(default)]
+    pub path: PathConfig,
 }
 
 /// Most outstanding reads per QP a configuration may ask for (the verbs
@@ -145,6 +207,7 @@ impl Default for BwConfig {
             bidirectional: false,
             mtu: None,
             outs: 0,
+            path: PathConfig::default(),
         }
     }
 }
@@ -232,6 +295,7 @@ impl BwConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         validate_run(&self.sizes, self.iters, self.duration, self.mtu)?;
         validate_outs(self.outs)?;
+        self.path.validate()?;
         if self.qps == 0 || self.qps > MAX_QPS {
             return Err(bad(
                 "-q/--qp",
@@ -341,6 +405,8 @@ pub trait TestConfig: Serialize + serde::de::DeserializeOwned + Clone {
     fn sizes(&self) -> &[u64];
     /// The requested path MTU.
     fn mtu(&self) -> Option<u32>;
+    /// The path options of every QP.
+    fn path(&self) -> &PathConfig;
     /// Outstanding reads asked for (0: the device's maximum, or none).
     fn outs(&self) -> u32;
     /// Sets the outstanding reads (once the device is known).
@@ -397,6 +463,9 @@ impl TestConfig for BwConfig {
     }
     fn mtu(&self) -> Option<u32> {
         self.mtu
+    }
+    fn path(&self) -> &PathConfig {
+        &self.path
     }
     fn outs(&self) -> u32 {
         self.outs

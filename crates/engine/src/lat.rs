@@ -48,6 +48,9 @@ pub struct LatConfig {
     /// Outstanding reads or atomics (`-o/--outs`; 0 for write latency).
     #[serde(default)]
     pub outs: u32,
+    /// Path options of the QP (`-S`, `--tclass`, `--flow_label`).
+    #[serde(default)]
+    pub path: crate::config::PathConfig,
 }
 
 impl Default for LatConfig {
@@ -60,6 +63,7 @@ impl Default for LatConfig {
             inline_size: 0,
             mtu: None,
             outs: 0,
+            path: crate::config::PathConfig::default(),
         }
     }
 }
@@ -72,7 +76,8 @@ impl LatConfig {
     /// The first violated limit, naming its flag.
     pub fn validate(&self) -> Result<(), ConfigError> {
         validate_run(&self.sizes, self.iters, self.duration, self.mtu)?;
-        crate::config::validate_outs(self.outs)
+        crate::config::validate_outs(self.outs)?;
+        self.path.validate()
     }
 
     /// Largest message size of the run.
@@ -96,6 +101,9 @@ impl crate::config::TestConfig for LatConfig {
     }
     fn mtu(&self) -> Option<u32> {
         self.mtu
+    }
+    fn path(&self) -> &crate::config::PathConfig {
+        &self.path
     }
     fn outs(&self) -> u32 {
         self.outs
@@ -690,6 +698,45 @@ pub fn dump_samples(
     out.flush()
 }
 
+/// C's `%g` (six significant digits, trailing zeros dropped, exponent
+/// form below 1e-4 or from 1e6), for perftest's sample lists.
+pub fn c_g(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return if v == 0.0 { "0".into() } else { v.to_string() };
+    }
+    let exp = v.abs().log10().floor() as i32;
+    let strip = |t: String| {
+        if t.contains('.') {
+            t.trim_end_matches('0').trim_end_matches('.').to_owned()
+        } else {
+            t
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        let t = format!("{v:.5e}");
+        let (m, e) = t.split_once('e').unwrap_or((&t, "0"));
+        let e: i32 = e.parse().unwrap_or(0);
+        let sign = if e < 0 { '-' } else { '+' };
+        return format!("{}e{sign}{:02}", strip(m.to_owned()), e.abs());
+    }
+    let decimals = usize::try_from(5 - exp).unwrap_or(0);
+    strip(format!("{v:.decimals$}"))
+}
+
+/// perftest's `-U/--report-unsorted` list: `#, usec`, then one
+/// `%d, %g` line per sample in the order measured (1-based index; half
+/// round trips when `rtt_factor` is 2).
+///
+/// # Errors
+/// I/O errors of the destination.
+pub fn dump_unsorted(out: &mut dyn Write, samples_ns: &[u64], rtt_factor: u32) -> io::Result<()> {
+    writeln!(out, "#, usec")?;
+    for (i, &ns) in samples_ns.iter().enumerate() {
+        writeln!(out, "{}, {}", i + 1, c_g(per_trip_us(ns, rtt_factor)))?;
+    }
+    out.flush()
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -697,6 +744,25 @@ pub(crate) mod tests {
 
     pub(crate) fn stats() -> LatStats {
         sample_stats()
+    }
+
+    #[test]
+    fn percent_g_is_cs() {
+        // printf("%g") of each, as glibc prints it.
+        for (v, c) in [
+            (1.234567, "1.23457"),
+            (12.5, "12.5"),
+            (100.0, "100"),
+            (0.00012, "0.00012"),
+            (1234567.0, "1.23457e+06"),
+            (0.0000123, "1.23e-05"),
+            (0.0, "0"),
+        ] {
+            assert_eq!(c_g(v), c, "{v}");
+        }
+        let mut out = Vec::new();
+        dump_unsorted(&mut out, &[3000, 1000], 2).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "#, usec\n1, 1.5\n2, 0.5\n");
     }
 
     fn recorder(rtts: &[u64], keep: usize) -> LatRecorder {

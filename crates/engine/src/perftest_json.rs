@@ -66,9 +66,13 @@ pub fn render(
     s.push_str("\"results\": {\n");
     match (output, &record.figures) {
         (Some(f), figures) => {
+            let duration =
+                matches!(&record.context.config, ConfigRecord::Lat(c) if c.duration.is_some());
             let key = match f {
                 OutputFigure::Bandwidth => "bw_avg",
                 OutputFigure::MessageRate => "msgRate_avg",
+                // perftest's print_report_lat and print_report_lat_duration.
+                OutputFigure::Latency if duration => "t_avg",
                 OutputFigure::Latency => "avg_lat",
             };
             let v = f.value(figures, style).unwrap_or(0.0);

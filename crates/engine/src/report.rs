@@ -91,10 +91,30 @@ pub struct RunContext {
     /// Outstanding reads per QP both sides set (read tests).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outstanding_reads: Option<u32>,
+    /// Each QP's path as the device reported it after connecting, when a
+    /// path option was given (`-S`, `--tclass`, `--flow_label`,
+    /// `--pkey_index`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub qp_paths: Vec<QpPathRecord>,
     /// Round trips per reported latency: 2 when the figures are half round
     /// trips (write), 1 for full ones (read); 1 for bandwidth tests.
     #[serde(skip)]
     pub rtt_factor: u32,
+}
+
+/// One QP's path, read back from the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct QpPathRecord {
+    /// The QP number.
+    pub qpn: u32,
+    /// Service level.
+    pub sl: u8,
+    /// GRH traffic class (`None`: no GRH).
+    pub traffic_class: Option<u8>,
+    /// GRH flow label (`None`: no GRH).
+    pub flow_label: Option<u32>,
+    /// P_Key index.
+    pub pkey_index: u16,
 }
 
 /// The figures of one size.
@@ -408,6 +428,7 @@ pub(crate) mod tests {
             clock: None,
             reported: None,
             outstanding_reads: Some(16),
+            qp_paths: Vec::new(),
             rtt_factor: 1,
         }
     }

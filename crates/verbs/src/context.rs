@@ -212,6 +212,7 @@ impl Context {
             max_qp_init_rd_atom: attr.max_qp_init_rd_atom,
             atomic_cap: AtomicCap::from_raw(attr.atomic_cap),
             phys_port_cnt: attr.phys_port_cnt,
+            max_pkeys: attr.max_pkeys,
         })
     }
 
@@ -382,6 +383,8 @@ pub struct DeviceAttributes {
     pub atomic_cap: AtomicCap,
     /// Number of physical ports.
     pub phys_port_cnt: u8,
+    /// Entries of each port's P_Key table.
+    pub max_pkeys: u16,
 }
 
 /// Atomic support of a device (`ibv_atomic_cap`).

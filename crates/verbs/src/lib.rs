@@ -86,7 +86,7 @@ pub use cq::{CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
 pub use error::{Error, Result};
 pub use mr::{AccessFlags, LocalSge, MemoryRegion, RemoteMemory};
 pub use pd::ProtectionDomain;
-pub use qp::{ConnectOptions, Endpoint, QpState, QueuePair, QueuePairCaps};
+pub use qp::{ConnectOptions, Endpoint, PathAttr, QpState, QueuePair, QueuePairCaps};
 /// The raw bindings, for what this crate does not wrap.
 pub use rdma_sys as ffi;
 pub use wr::{BatchFull, Op, RecvBatch, SendBatch, SendWr};

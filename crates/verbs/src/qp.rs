@@ -100,10 +100,14 @@ pub struct ConnectOptions {
     pub min_rnr_timer: u8,
     /// GRH hop limit (1..=255).
     pub hop_limit: u8,
-    /// GRH traffic class.
+    /// GRH traffic class (the DSCP and ECN bits on RoCE).
     pub traffic_class: u8,
+    /// GRH flow label (20 bits).
+    pub flow_label: u32,
     /// Service level.
     pub service_level: u8,
+    /// Index into the port's P_Key table.
+    pub pkey_index: u16,
     /// What the peer may do to our memory through this QP (add
     /// [`AccessFlags::REMOTE_ATOMIC`] to be the target of atomics).
     pub access: AccessFlags,
@@ -116,6 +120,24 @@ pub struct ConnectOptions {
     /// device's `max_qp_rd_atom`; should be at least the peer's
     /// `max_rd_atomic`.
     pub max_dest_rd_atomic: u8,
+}
+
+/// A connected QP's path, read back from the device ([`QueuePair::path`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathAttr {
+    /// Service level.
+    pub service_level: u8,
+    /// Whether packets carry a GRH (RoCE always; InfiniBand with a GID
+    /// index); the next three fields mean something only then.
+    pub global: bool,
+    /// GRH traffic class.
+    pub traffic_class: u8,
+    /// GRH flow label.
+    pub flow_label: u32,
+    /// GRH hop limit.
+    pub hop_limit: u8,
+    /// P_Key index.
+    pub pkey_index: u16,
 }
 
 impl Default for ConnectOptions {
@@ -131,7 +153,9 @@ impl Default for ConnectOptions {
             min_rnr_timer: 12,
             hop_limit: 64,
             traffic_class: 0,
+            flow_label: 0,
             service_level: 0,
+            pkey_index: 0,
             access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
             max_rd_atomic: 1,
             max_dest_rd_atomic: 1,
@@ -329,6 +353,26 @@ impl QueuePair {
         Ok(QpState::from_raw(attr.qp_state))
     }
 
+    /// The path a connected QP uses, as the device reports it
+    /// (`ibv_query_qp`): what was asked is what the QP got.
+    ///
+    /// # Errors
+    /// [`Error::Verb`] naming `ibv_query_qp`.
+    #[doc(alias = "ibv_query_qp")]
+    pub fn path(&self) -> Result<PathAttr> {
+        use ffi::ibv_qp_attr_mask as m;
+        let (attr, _) = self.query(m::IBV_QP_AV | m::IBV_QP_PKEY_INDEX | m::IBV_QP_PATH_MTU)?;
+        let global = attr.ah_attr.is_global != 0;
+        Ok(PathAttr {
+            service_level: attr.ah_attr.sl,
+            global,
+            traffic_class: attr.ah_attr.grh.traffic_class,
+            flow_label: attr.ah_attr.grh.flow_label,
+            hop_limit: attr.ah_attr.grh.hop_limit,
+            pkey_index: attr.pkey_index,
+        })
+    }
+
     /// This QP's endpoint for the peer: QPN, `psn`, and the LID and GID of
     /// `port`/`gid_index` (GID all-zero when `gid_index` is `None`).
     ///
@@ -413,6 +457,10 @@ impl QueuePair {
             (opts.rnr_retry <= 7, "RNR retry count must be 0..=7"),
             (opts.min_rnr_timer <= 31, "minimum RNR timer must be 0..=31"),
             (opts.service_level <= 15, "service level must be 0..=15"),
+            (
+                opts.flow_label <= 0xF_FFFF,
+                "flow label must fit in 20 bits",
+            ),
             (remote.qpn <= PSN_MASK, "peer QPN must fit in 24 bits"),
         ];
         if let Some((_, msg)) = checks.iter().find(|(ok, _)| !ok) {
@@ -441,7 +489,7 @@ impl QueuePair {
         // SAFETY: plain old data; all-zero is valid.
         let mut attr: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
         attr.qp_state = ffi::ibv_qp_state::IBV_QPS_INIT;
-        attr.pkey_index = 0;
+        attr.pkey_index = opts.pkey_index;
         attr.port_num = opts.port;
         attr.qp_access_flags = opts.access.bits();
         let mask = m::IBV_QP_STATE | m::IBV_QP_PKEY_INDEX | m::IBV_QP_PORT | m::IBV_QP_ACCESS_FLAGS;
@@ -465,6 +513,7 @@ impl QueuePair {
                 .map_err(|_| Error::InvalidArgument("GID index must be 0..=255".into()))?;
             attr.ah_attr.grh.hop_limit = opts.hop_limit;
             attr.ah_attr.grh.traffic_class = opts.traffic_class;
+            attr.ah_attr.grh.flow_label = opts.flow_label;
         }
         let mask = m::IBV_QP_STATE
             | m::IBV_QP_AV
@@ -805,6 +854,7 @@ mod tests {
             max_qp_init_rd_atom: init,
             atomic_cap: crate::AtomicCap::Hca,
             phys_port_cnt: 1,
+            max_pkeys: 1,
         }
     }
 
