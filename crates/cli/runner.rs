@@ -11,9 +11,8 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use engine::bw::RESULT_LINE;
+use engine::banner::{BannerInfo, address_line, gid_line};
 use engine::config::TestConfig;
-use engine::gid::to_perftest_string;
 use engine::report::{
     InterruptedRecord, QpPathRecord, RunContext, SideRecord, SizeRecord, VerdictRecord,
 };
@@ -27,7 +26,7 @@ use crate::args::{Cli, Parsed};
 pub use crate::measure::Role;
 use crate::measure::bw::BwMeasure;
 use crate::measure::lat::LatMeasure;
-use crate::measure::{BannerPart, Measure, Shown, SizeCtx};
+use crate::measure::{Measure, Shown, SizeCtx};
 use crate::oob::{Bound, Channel};
 use crate::output::{CounterLines, Output, PerftestJsonFile};
 use crate::session::{
@@ -103,6 +102,8 @@ fn resolve_outs(spec: TestSpec, requested: u32, local_max: u32) -> anyhow::Resul
     })
 }
 
+/// perftest's banner and address lines, on stderr (stdout carries results
+/// only).
 #[allow(clippy::too_many_arguments)]
 fn banner<M: Measure>(
     spec: TestSpec,
@@ -114,45 +115,37 @@ fn banner<M: Measure>(
     local: &[QpInfo],
     remote: &[QpInfo],
 ) {
-    let mut e = io::stderr().lock();
     let port = &side.port;
-    let _ = writeln!(
-        e,
-        "{RESULT_LINE}\n                    {} ({})",
-        spec.title(),
-        role.name()
-    );
-    let _ = writeln!(e, " Device          : {}", port.ctx.name());
-    m.banner(role, BannerPart::Head, &mut e, outs);
-    let _ = writeln!(e, " Mtu             : {}[B]", mtu.bytes());
-    let _ = writeln!(e, " Link type       : {}", port.attr.link_layer);
-    match port.gid_index {
-        Some(i) => {
-            let _ = writeln!(e, " GID index       : {i}");
-        }
-        None => {
-            let _ = writeln!(e, " GID index       : none");
-        }
-    }
-    m.banner(role, BannerPart::Tail, &mut e, outs);
-    let _ = writeln!(e, "{RESULT_LINE}");
-    if spec.metric == Metric::Bw {
-        for (label, qps) in [("local", local), ("remote", remote)] {
-            for q in qps {
-                let out = if spec.uses_outstanding_reads() {
-                    format!(" OUT {outs:#04x}")
-                } else {
-                    String::new()
-                };
-                let _ = writeln!(
-                    e,
-                    " {label} address: LID {:#06x} QPN {:#08x} PSN {:#08x}{out} RKey {:#010x} VAddr {:#018x}",
-                    q.lid, q.qpn, q.psn, q.rkey, q.addr
-                );
-                let _ = writeln!(e, " GID: {}", to_perftest_string(&q.gid));
-            }
+    let mut info = BannerInfo {
+        title: spec.title(),
+        bandwidth: spec.metric == Metric::Bw,
+        device: port.ctx.name().to_owned(),
+        qps: 1,
+        tx_depth: None,
+        post_list: 1,
+        cq_mod: 1,
+        bidirectional: false,
+        mtu: mtu.bytes(),
+        link_layer: port.attr.link_layer.to_string(),
+        gid_index: port.gid_index,
+        outs: spec.uses_outstanding_reads().then_some(outs),
+        inline_size: 0,
+        extra: vec![format!(" Role            : {}", role.name())],
+    };
+    m.banner(role, &mut info);
+    let mut text = info.render();
+    let read = spec.uses_outstanding_reads().then_some(outs);
+    for (label, qps) in [("local", local), ("remote", remote)] {
+        for q in qps {
+            text.push_str(&address_line(
+                label, q.lid, q.qpn, q.psn, read, q.rkey, q.addr,
+            ));
+            text.push('\n');
+            text.push_str(&gid_line(&q.gid));
+            text.push('\n');
         }
     }
+    let _ = io::stderr().lock().write_all(text.as_bytes());
 }
 
 fn context<M: Measure>(

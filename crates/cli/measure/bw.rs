@@ -18,21 +18,20 @@ use engine::sched::{BwScheduler, DurationWindow, Timeline, Window, wr_id, wr_id_
 use engine::wire::QpInfo;
 use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendBatch, SendWr, WorkCompletion};
 
-use std::io::Write;
-
 use engine::bw::{BwResult, RESULT_LINE, Table, TableStyle, Unit};
 use engine::link::{self, CounterSnapshot, ExpectRate, LinkRate, VerdictInput};
 use engine::perftest_json::OutputFigure;
 use engine::report::{DataCheck, Figures, LimitVerdict, Report, RunContext, VerdictRecord};
 use engine::spec::{TestSpec, Verb};
 
-use super::{BannerPart, Measure, Role, Shown, SizeCtx};
+use super::{Measure, Role, Shown, SizeCtx};
 use crate::UsageError;
 use crate::args::Cli;
 use crate::oob::PeerWatch;
 use crate::output::{FigureLines, Stdout};
 use crate::setup::Port;
 use crate::side::{Layout, Side};
+use engine::banner::BannerInfo;
 
 /// Empty polls between two clock reads.
 pub const POLLS_PER_CLOCK_CHECK: u32 = 4096;
@@ -641,32 +640,15 @@ impl Measure for BwMeasure {
         }
     }
 
-    fn banner(&self, role: Role, part: BannerPart, e: &mut dyn Write, outs: u32) {
+    fn banner(&self, role: Role, info: &mut BannerInfo) {
         let c = &self.cfg;
-        if part == BannerPart::Head {
-            let _ = writeln!(
-                e,
-                " Number of qps   : {}\t\tThreads        : {}",
-                c.qps, c.threads
-            );
-            let _ = writeln!(e, " Connection type : RC\t\tUsing SRQ      : OFF");
-            if self.initiates(role) {
-                let _ = writeln!(e, " TX depth        : {}", c.tx_depth);
-            }
-            let _ = writeln!(e, " CQ Moderation   : {}", c.cq_mod);
-            let _ = writeln!(e, " Post list       : {}", c.post_list);
-            return;
-        }
-        if self.spec.uses_outstanding_reads() {
-            let _ = writeln!(e, " Outstand reads  : {outs}");
-        } else {
-            let _ = writeln!(e, " Max inline data : {}[B]", c.inline_size);
-        }
-        let _ = writeln!(
-            e,
-            " Bidirectional   : {}",
-            if c.bidirectional { "ON" } else { "OFF" }
-        );
+        info.qps = c.qps;
+        info.tx_depth = self.initiates(role).then_some(c.tx_depth);
+        info.post_list = c.post_list;
+        info.cq_mod = c.cq_mod;
+        info.bidirectional = c.bidirectional;
+        info.inline_size = c.inline_size;
+        info.extra.push(format!(" Threads         : {}", c.threads));
     }
 
     fn context(&self, ctx: RunContext) -> RunContext {

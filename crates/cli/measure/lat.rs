@@ -27,7 +27,7 @@ use engine::lat::LatRecorder;
 use engine::wire::QpInfo;
 use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendWr, WorkCompletion};
 
-use std::io::{self, Write};
+use std::io;
 
 use engine::bw::TableStyle;
 use engine::lat::{LatConfig, LatTable, dump_samples, dump_unsorted, lat_verdict};
@@ -35,7 +35,7 @@ use engine::report::{DataCheck, Figures, Report, RunContext, VerdictRecord};
 use engine::spec::{TestSpec, Verb};
 use serde::{Deserialize, Serialize};
 
-use super::{BannerPart, Measure, Role, Shown, SizeCtx};
+use super::{Measure, Role, Shown, SizeCtx};
 use crate::UsageError;
 use crate::args::Cli;
 use crate::clock::{Clock, MonotonicTicks, Ticks, TscTicks};
@@ -44,6 +44,7 @@ use crate::output::{FigureLines, Output, Stdout};
 use crate::setup::Port;
 use crate::side::{Layout, Side};
 use crate::stop;
+use engine::banner::BannerInfo;
 
 /// Spins between two clock (and, for the server in duration mode,
 /// channel) checks. Large on purpose: the bound is seconds, and a clock
@@ -542,21 +543,17 @@ impl Measure for LatMeasure {
         }
     }
 
-    fn banner(&self, role: Role, part: BannerPart, e: &mut dyn Write, outs: u32) {
-        if part == BannerPart::Head {
-            let _ = writeln!(e, " Connection type : RC\t\tUsing SRQ      : OFF");
-            return;
-        }
-        if self.spec.uses_outstanding_reads() {
-            let _ = writeln!(e, " Outstand reads  : {outs}");
-        } else {
-            let _ = writeln!(e, " Max inline data : {}[B]", self.cfg.inline_size);
-        }
+    fn banner(&self, role: Role, info: &mut BannerInfo) {
+        // perftest's latency tests post one at a time: TX depth 1 on the
+        // side that posts.
+        let posts = role == Role::Client || self.op() == LatOp::WritePingPong;
+        info.tx_depth = posts.then_some(1);
+        info.inline_size = self.cfg.inline_size;
         let clock = match role {
             Role::Server if self.op() == LatOp::Read => "not used (the client measures)".to_owned(),
             _ => self.clock.describe(),
         };
-        let _ = writeln!(e, " Clock           : {clock}");
+        info.extra.push(format!(" Clock           : {clock}"));
     }
 
     fn context(&self, ctx: RunContext) -> RunContext {

@@ -6,9 +6,10 @@
 //! loop, generic over the operation) and [`lat::LatMeasure`] (the write
 //! ping-pong and the one-sided read loop).
 
-use std::io::{self, Write};
+use std::io;
 use std::time::Duration;
 
+use engine::banner::BannerInfo;
 use engine::bw::{BwResult, TableStyle};
 use engine::clock::ClockRecord;
 use engine::config::TestConfig;
@@ -45,15 +46,6 @@ impl Role {
             Self::Server => "server",
         }
     }
-}
-
-/// Where in the banner a test's lines go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BannerPart {
-    /// After ` Device          :`.
-    Head,
-    /// After ` GID index       :`.
-    Tail,
 }
 
 /// What the runner asks of one size on one side.
@@ -126,10 +118,9 @@ pub trait Measure: Sized {
     fn create_side(&mut self, port: Port, role: Role) -> anyhow::Result<Side> {
         Side::create(port, &self.layout(role))
     }
-    /// The test's own banner lines: the [`BannerPart::Head`] after the
-    /// device line, the [`BannerPart::Tail`] after the GID index (perftest's
-    /// order).
-    fn banner(&self, role: Role, part: BannerPart, e: &mut dyn Write, outs: u32);
+    /// The test's fields of perftest's banner (QPs, depths, inline size;
+    /// rdmaperf's own lines in `extra`); the runner fills the rest.
+    fn banner(&self, role: Role, info: &mut BannerInfo);
     /// What the context of the reports adds for this test.
     fn context(&self, ctx: RunContext) -> RunContext;
     /// The table this side prints on stdout, if any (`--output`: its one

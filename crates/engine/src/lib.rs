@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod banner;
 pub mod bw;
 pub mod clock;
 pub mod config;
