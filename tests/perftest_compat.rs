@@ -524,3 +524,47 @@ fn report_unsorted_lists_every_sample_as_perftest() {
         assert!(v.parse::<f64>().unwrap() > 0.0, "{l}");
     }
 }
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn pin_cores_and_numa_node_place_the_process_as_perftest() {
+    let dev = test_device();
+    let port = free_port();
+    // --pin_cores=0: the server's affinity, as the kernel reports it.
+    let s = peers::server(bin("write_bw"), &dev, port, &["--pin_cores=0"]);
+    let allowed = || {
+        std::fs::read_to_string(format!("/proc/{}/status", s.id()))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("Cpus_allowed_list:")
+                    .map(|v| v.trim().to_owned())
+            })
+            .unwrap_or_default()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while allowed() != "0" && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(allowed(), "0");
+    let c = peers::client(bin("write_bw"), &dev, port, &["-n", "50", "--numa_node=0"])
+        .wait_bounded(Duration::from_secs(60), "client");
+    assert_ok(&c, "client");
+    assert!(
+        text(&c.stderr).contains(" NUMA node       : 0 (--numa_node"),
+        "{}",
+        text(&c.stderr)
+    );
+    let out = s.wait_bounded(Duration::from_secs(30), "server");
+    assert_ok(&out, "server");
+    assert!(text(&out.stderr).contains(" CPU affinity    : 0 (--pin_cores)"));
+    // A node that does not exist, or both flags: exit 2 before any work.
+    for args in [
+        &["--numa_node=7"][..],
+        &["--numa_node=0", "--pin_cores=0"][..],
+    ] {
+        let c = peers::client(bin("write_bw"), &dev, free_port(), args)
+            .wait_bounded(Duration::from_secs(20), "client");
+        assert_eq!(c.status.code(), Some(2), "{args:?}: {}", text(&c.stderr));
+    }
+}

@@ -218,6 +218,16 @@ pub struct Cli {
     /// tables after the summed one.
     #[arg(long = "report-both")]
     pub report_both: bool,
+    /// Run on these CPUs: 0, 0,1,2, 0-3 or 0-3,8,12-15 (default: the CPUs
+    /// of the NIC's NUMA node, as perftest).
+    #[arg(long = "pin_cores", value_name = "LIST", value_parser = cpu_list_arg)]
+    pub pin_cores: Option<Vec<usize>>,
+    /// Run on this NUMA node's CPUs (default: the NIC's node, as perftest).
+    #[arg(long = "numa_node", value_name = "NODE", conflicts_with = "pin_cores")]
+    pub numa_node: Option<u32>,
+    /// Do not bind to the NIC's NUMA node.
+    #[arg(long = "disable_numa")]
+    pub disable_numa: bool,
     /// Connection type: RC, the only one rdmaperf runs (perftest's default).
     #[arg(short = 'c', long = "connection", value_name = "RC", value_parser = connection_arg)]
     pub connection: Option<String>,
@@ -650,6 +660,28 @@ pub fn limit_arg(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("{s:?} is not a limit (a number, zero or more)")),
+    }
+}
+
+/// Parses `--pin_cores`.
+///
+/// # Errors
+/// A message naming the part that is not a CPU or range.
+pub fn cpu_list_arg(s: &str) -> Result<Vec<usize>, String> {
+    crate::placement::parse_cpu_list(s)
+}
+
+impl Cli {
+    /// Where the process should run (`--pin_cores`, `--numa_node`,
+    /// `--disable_numa`, else the NIC's node).
+    pub fn placement(&self) -> crate::placement::Placement {
+        use crate::placement::Placement;
+        match (&self.pin_cores, self.numa_node) {
+            (Some(c), _) => Placement::Cores(c.clone()),
+            (None, Some(n)) => Placement::Node(n),
+            (None, None) if self.disable_numa => Placement::Unbound,
+            (None, None) => Placement::NicNode,
+        }
     }
 }
 

@@ -16,6 +16,7 @@ pub mod measure;
 pub mod oob;
 pub mod output;
 pub mod perftest_flags;
+pub mod placement;
 pub mod runner;
 pub mod session;
 pub mod setup;

@@ -196,9 +196,6 @@ pub const REFUSED: &[Refused] = &[
         "payload validation (read tests check their data always)",
     ),
     flag(None, "data_validation_debug", "payload validation"),
-    value(None, "pin_cores", "CPU pinning (use taskset)"),
-    value(None, "numa_node", "NUMA binding (use numactl)"),
-    flag(None, "disable_numa", "NUMA binding"),
 ];
 
 /// The argument id of a refused flag.

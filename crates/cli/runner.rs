@@ -62,6 +62,20 @@ pub fn run(spec: TestSpec, parsed: &Parsed) -> anyhow::Result<u8> {
     if !spec.is_implemented() {
         return Err(UsageError(format!("{spec} is not implemented in this build")).into());
     }
+    // Before any memory or thread: as perftest, on the NIC's NUMA node.
+    let device = match &cli.device.ib_dev {
+        Some(d) => Some(d.clone()),
+        None => verbs::devices()
+            .ok()
+            .and_then(|d| d.into_iter().next())
+            .map(|d| d.name),
+    };
+    if let Some(line) =
+        crate::placement::apply(&cli.placement(), &cli.sysfs_root, device.as_deref())?
+        && cli.output.is_none()
+    {
+        eprintln!("{line}");
+    }
     match (spec.metric, &cli.conn.server) {
         (Metric::Bw, Some(server)) => run_client::<BwMeasure>(spec, cli, server),
         (Metric::Lat, Some(server)) => run_client::<LatMeasure>(spec, cli, server),
@@ -124,6 +138,7 @@ fn banner<M: Measure>(
         tx_depth: None,
         post_list: 1,
         cq_mod: 1,
+        poll_batch: 1,
         bidirectional: false,
         mtu: mtu.bytes(),
         link_layer: port.attr.link_layer.to_string(),

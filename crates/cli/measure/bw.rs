@@ -646,6 +646,7 @@ impl Measure for BwMeasure {
         info.tx_depth = self.initiates(role).then_some(c.tx_depth);
         info.post_list = c.post_list;
         info.cq_mod = c.cq_mod;
+        info.poll_batch = POLL_BATCH as u32;
         info.bidirectional = c.bidirectional;
         info.inline_size = c.inline_size;
         info.extra.push(format!(" Threads         : {}", c.threads));

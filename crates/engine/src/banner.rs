@@ -26,6 +26,9 @@ pub struct BannerInfo {
     pub post_list: u32,
     /// CQ moderation (bandwidth tests).
     pub cq_mod: u32,
+    /// Completions taken per poll (perftest's `--cqe_poll`; perftest's
+    /// default adapts: `Dynamic`).
+    pub poll_batch: u32,
     /// Both directions (`-b`).
     pub bidirectional: bool,
     /// Path MTU, bytes.
@@ -92,7 +95,7 @@ impl BannerInfo {
         }
         if self.bandwidth {
             let _ = writeln!(s, " CQ Moderation   : {}", self.cq_mod);
-            let _ = writeln!(s, " CQE Poll Batch  : Dynamic");
+            let _ = writeln!(s, " CQE Poll Batch  : {}", self.poll_batch);
         }
         let _ = writeln!(s, " Mtu             : {}[B]", self.mtu);
         let _ = writeln!(s, " Link type       : {}", self.link_layer);
@@ -217,6 +220,7 @@ mod tests {
             tx_depth: Some(128),
             post_list: 1,
             cq_mod: 100,
+            poll_batch: 32,
             bidirectional: true,
             mtu: 1024,
             link_layer: "Ethernet".into(),
@@ -256,6 +260,7 @@ mod tests {
             ),
             (" TX depth        : %d", vec![U(128)]),
             (" CQ Moderation   : %d", vec![U(100)]),
+            (" CQE Poll Batch  : %hu", vec![U(32)]),
             (" Mtu             : %lu[B]", vec![U(1024)]),
             (" Link type       : %s", vec![S("Ethernet")]),
             (" GID index       : %d", vec![U(1)]),
