@@ -568,3 +568,71 @@ fn pin_cores_and_numa_node_place_the_process_as_perftest() {
         assert_eq!(c.status.code(), Some(2), "{args:?}: {}", text(&c.stderr));
     }
 }
+
+/// Sets `/proc/sys/vm/nr_hugepages` and puts the old value back on drop.
+struct HugePages(String);
+
+impl HugePages {
+    fn set(n: u32) -> Self {
+        let path = "/proc/sys/vm/nr_hugepages";
+        let old = std::fs::read_to_string(path).unwrap().trim().to_owned();
+        std::fs::write(path, n.to_string()).unwrap();
+        Self(old)
+    }
+}
+
+impl Drop for HugePages {
+    fn drop(&mut self) {
+        let _ = std::fs::write("/proc/sys/vm/nr_hugepages", &self.0);
+    }
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn use_hugepages_registers_huge_pages_and_says_when_there_are_none() {
+    // None reserved: perftest's "Failed to allocate hugepages", exit 1.
+    let none = HugePages::set(0);
+    let c = peers::client(
+        bin("write_bw"),
+        &test_device(),
+        free_port(),
+        &["-n", "50", "--use_hugepages"],
+    )
+    .wait_bounded(Duration::from_secs(20), "client");
+    assert_eq!(c.status.code(), Some(1), "{}", text(&c.stderr));
+    assert!(
+        text(&c.stderr).contains("huge pages"),
+        "{}",
+        text(&c.stderr)
+    );
+    drop(none);
+    // Reserved: both sides on huge pages (each rounds up to 2 MiB pages).
+    let _some = HugePages::set(64);
+    let (s, c) = peers::pair(
+        bin("write_bw"),
+        &["-n", "50", "--use_hugepages"],
+        &["--use_hugepages"],
+    );
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let (s, c) = peers::pair(bin("read_lat"), &["-n", "50", "--use_hugepages"], &[]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn perform_warm_up_posts_before_timing_and_counts_nothing_of_it() {
+    for b in ["write_bw", "read_bw"] {
+        let (s, c) = peers::pair(
+            bin(b),
+            &["-n", "100", "-s", "4096", "--perform_warm_up", "-b"],
+            &[],
+        );
+        assert_ok(&c, b);
+        assert_ok(&s, b);
+        let r = rows(&text(&c.stdout), BW_HEADER_MIB);
+        // #iterations is the timed messages only.
+        assert_eq!(r[0][1], 100.0, "{b}: {}", text(&c.stdout));
+    }
+}

@@ -225,6 +225,14 @@ pub struct Cli {
     /// Run on this NUMA node's CPUs (default: the NIC's node, as perftest).
     #[arg(long = "numa_node", value_name = "NODE", conflicts_with = "pin_cores")]
     pub numa_node: Option<u32>,
+    /// Before each size is timed, post a tx depth of requests on every QP
+    /// and wait for them (perftest's warm-up; bandwidth tests).
+    #[arg(long = "perform_warm_up")]
+    pub perform_warm_up: bool,
+    /// Register the buffers on 2 MiB huge pages (none reserved: exit 1, as
+    /// perftest; reserve them in /proc/sys/vm/nr_hugepages).
+    #[arg(long = "use_hugepages")]
+    pub use_hugepages: bool,
     /// Do not bind to the NIC's NUMA node.
     #[arg(long = "disable_numa")]
     pub disable_numa: bool,
@@ -250,7 +258,8 @@ pub struct Cli {
 }
 
 /// Flags (by argument id) of the bandwidth tests only.
-const BW_ONLY: [&str; 14] = [
+const BW_ONLY: [&str; 15] = [
+    "perform_warm_up",
     "no_peak",
     "report_both",
     "limit_bw",
@@ -286,7 +295,8 @@ const LAT_ONLY: [&str; 6] = [
     "clock",
 ];
 /// Flags that configure the test (the client's); a server ignores them.
-const TEST_FLAGS: [&str; 18] = [
+const TEST_FLAGS: [&str; 19] = [
+    "perform_warm_up",
     "margin",
     "sl",
     "tclass",
@@ -607,6 +617,7 @@ impl Cli {
             mtu: self.run.mtu,
             outs: self.outs.unwrap_or(0),
             path: self.path(),
+            warm_up: self.perform_warm_up,
         };
         let cfg = self.checked(spec, cfg)?;
         if !self.no_peak && !self.shows_peak(&cfg) {

@@ -132,7 +132,6 @@ pub const REFUSED: &[Refused] = &[
     flag(None, "raw_ipv6", RAW_ETH),
     flag(None, "report-per-port", "dual-port runs"),
     flag(None, "odp", "on-demand paging"),
-    flag(None, "use_hugepages", "huge-page buffers"),
     flag(None, "promiscuous", RAW_ETH),
     flag(None, "sniffer", RAW_ETH),
     flag(None, "raw_mcast", RAW_ETH),
@@ -142,11 +141,6 @@ pub const REFUSED: &[Refused] = &[
     value(None, "flows", RAW_ETH),
     value(None, "flows_burst", RAW_ETH),
     value(None, "reply_every", RAW_ETH),
-    flag(
-        None,
-        "perform_warm_up",
-        "a warm-up before measuring (use -D with a margin)",
-    ),
     flag(None, "vlan_en", RAW_ETH),
     value(None, "vlan_pcp", RAW_ETH),
     value(

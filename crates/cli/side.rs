@@ -42,6 +42,8 @@ pub struct Layout {
     pub initiates: bool,
     /// What the peer may do to our exposed areas.
     pub access: Access,
+    /// Whether the memory is on huge pages (`--use_hugepages`).
+    pub huge_pages: bool,
 }
 
 impl Layout {
@@ -130,8 +132,12 @@ impl Side {
         let bytes = layout.memory();
         let len = usize::try_from(bytes).context("memory size")?;
         let region = Arc::new(
-            pd.allocate(len, access_flags(layout.access))
-                .with_context(|| format!("registering {bytes} bytes on {}", port.ctx.name()))?,
+            if layout.huge_pages {
+                pd.allocate_huge(len, access_flags(layout.access))
+            } else {
+                pd.allocate(len, access_flags(layout.access))
+            }
+            .with_context(|| format!("registering {bytes} bytes on {}", port.ctx.name()))?,
         );
         let mut cqs = Vec::with_capacity(layout.threads as usize);
         for t in 0..layout.threads {

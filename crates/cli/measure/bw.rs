@@ -319,6 +319,59 @@ fn stalled(name: &str, timeout: Duration, posted: u64, completed: u64) -> anyhow
 }
 
 impl<O: BwOp> Worker<'_, O> {
+    /// perftest's `--perform_warm_up`: a tx depth of signaled requests on
+    /// every QP, all completed, before anything is timed.
+    #[allow(clippy::too_many_arguments)]
+    fn warm_up(
+        &self,
+        cfg: &BwConfig,
+        size: u64,
+        length: u32,
+        inline: bool,
+        timeout: Duration,
+        watch: &PeerWatch,
+        wcs: &mut [WorkCompletion],
+    ) -> anyhow::Result<()> {
+        let per_qp = u64::from(cfg.tx_depth);
+        for (q, qp) in self.qps.iter().enumerate() {
+            for i in 0..per_qp {
+                let off = ring_offset(size, i);
+                qp.post_send(&SendWr {
+                    wr_id: wr_id(q, i),
+                    local: LocalSge {
+                        addr: self.working[q] + off,
+                        length,
+                        lkey: self.lkey,
+                    },
+                    op: self.op.op(self.remote[q].addr + off, self.remote[q].rkey),
+                    signaled: true,
+                    inline,
+                })
+                .context("posting the warm-up (--perform_warm_up)")?;
+            }
+        }
+        let want = per_qp * self.qps.len() as u64;
+        let (mut done, mut last) = (0u64, Instant::now());
+        while done < want {
+            let got = self.cq.poll(wcs)?;
+            for wc in &wcs[..got] {
+                if !wc.is_success() {
+                    let q = wr_id_qp(wc.wr_id()).min(self.qps.len() - 1);
+                    return Err(completion_failed(O::NAME, self.qps[q].qp().qpn(), wc));
+                }
+            }
+            done += got as u64;
+            if got > 0 {
+                last = Instant::now();
+            } else if watch.should_stop() {
+                return Err(watch.reason());
+            } else if last.elapsed() > timeout {
+                return Err(stalled(O::NAME, timeout, want, done));
+            }
+        }
+        Ok(())
+    }
+
     fn run(
         &self,
         cfg: &BwConfig,
@@ -351,6 +404,9 @@ impl<O: BwOp> Worker<'_, O> {
 
         if !start.wait() {
             bail!("not started: another worker thread could not be created");
+        }
+        if cfg.warm_up {
+            self.warm_up(cfg, size, length, inline, timeout, watch, &mut wcs)?;
         }
         let begin = Instant::now();
         let mut last_progress = begin;
@@ -521,6 +577,8 @@ pub struct BwMeasure {
     style: TableStyle,
     output: Option<OutputFigure>,
     limits: Limits,
+    /// `--use_hugepages`.
+    huge_pages: bool,
     /// `--report-both` with `-b`: each size's own and peer figures.
     report_both: Option<Vec<(BwResult, BwResult)>>,
     expect: Option<ExpectRate>,
@@ -581,6 +639,7 @@ impl Measure for BwMeasure {
             cfg,
             role,
             report_both,
+            huge_pages: cli.use_hugepages,
             style,
             output: cli.output,
             limits: Limits {
@@ -624,6 +683,7 @@ impl Measure for BwMeasure {
             area: self.cfg.buffer_per_qp(),
             initiates: self.initiates(role),
             access: self.spec.access(),
+            huge_pages: self.huge_pages,
         }
     }
 

@@ -415,6 +415,7 @@ pub struct LatMeasure {
     explicit_inline: bool,
     report_histogram: bool,
     report_unsorted: bool,
+    huge_pages: bool,
     output: Option<engine::perftest_json::OutputFigure>,
     json_histogram: bool,
     max_latency: Option<f64>,
@@ -475,6 +476,7 @@ impl Measure for LatMeasure {
             explicit_inline: role == Role::Client && cli.inline_size.is_some(),
             report_histogram: cli.report_histogram,
             report_unsorted: cli.report_unsorted,
+            huge_pages: cli.use_hugepages,
             output: cli.output,
             json_histogram: cli.json_histogram,
             max_latency: cli.max_latency,
@@ -516,6 +518,7 @@ impl Measure for LatMeasure {
             area: self.cfg.buffer(),
             initiates: self.op() == LatOp::WritePingPong || role == Role::Client,
             access: self.spec.access(),
+            huge_pages: self.huge_pages,
         }
     }
 

@@ -171,6 +171,10 @@ pub struct BwConfig {
     /// Path options of every QP (`-S`, `--tclass`, `--flow_label`).
     #[serde(default)]
     pub path: PathConfig,
+    /// perftest's `--perform_warm_up`: a tx depth of requests per QP,
+    /// completed, before each size is timed.
+    #[serde(default)]
+    pub warm_up: bool,
 }
 
 /// Most outstanding reads per QP a configuration may ask for (the verbs
@@ -208,6 +212,7 @@ impl Default for BwConfig {
             mtu: None,
             outs: 0,
             path: PathConfig::default(),
+            warm_up: false,
         }
     }
 }

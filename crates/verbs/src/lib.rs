@@ -84,7 +84,7 @@ pub use context::{
 };
 pub use cq::{CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
 pub use error::{Error, Result};
-pub use mr::{AccessFlags, LocalSge, MemoryRegion, RemoteMemory};
+pub use mr::{AccessFlags, HUGE_PAGE, LocalSge, MemoryRegion, RemoteMemory};
 pub use pd::ProtectionDomain;
 pub use qp::{ConnectOptions, Endpoint, PathAttr, QpState, QueuePair, QueuePairCaps};
 /// The raw bindings, for what this crate does not wrap.

@@ -145,15 +145,29 @@ pub struct MemoryRegion {
     // field) drops last, so the domain outlives the registration.
     mr: NonNull<ffi::ibv_mr>,
     bytes: SharedBytes,
-    layout: Layout,
+    backing: Backing,
     access: AccessFlags,
     pd: ProtectionDomain,
 }
 
+/// Where a region's buffer comes from, and so how it is freed.
+#[derive(Debug, Clone, Copy)]
+enum Backing {
+    /// The global allocator, with this layout.
+    Heap(Layout),
+    /// An anonymous `MAP_HUGETLB` mapping of this many bytes.
+    HugePages(usize),
+}
+
+/// Bytes of one huge page as mapped by [`MemoryRegion`]'s huge-page
+/// backing (the default huge page size on x86-64 and arm64 with 4 KiB
+/// base pages; perftest rounds its huge-page buffers to the same).
+pub const HUGE_PAGE: usize = 2 << 20;
+
 // SAFETY: the region owns its buffer and its registration, neither tied to
 // the thread that made them: libibverbs allows `ibv_dereg_mr` from any
-// thread, and the buffer is ordinary heap memory freed with the layout it
-// was allocated with.
+// thread, and the buffer is ordinary memory (heap or an anonymous mapping)
+// freed as it was obtained.
 unsafe impl Send for MemoryRegion {}
 // SAFETY: every `&self` method either reads fields fixed at registration
 // (length, access, and `lkey`/`rkey` of the `ibv_mr`, which libibverbs
@@ -231,8 +245,59 @@ impl MemoryRegion {
         let buf = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }).ok_or_else(|| {
             Error::InvalidArgument(format!("cannot allocate {len} bytes for a memory region"))
         })?;
-        // SAFETY: valid PD; `buf` points to `layout.size()` ≥ `len` bytes we
-        // own and keep alive until after `ibv_dereg_mr` in `Drop`.
+        Self::register(pd, buf, len, access, Backing::Heap(layout))
+    }
+
+    /// As [`MemoryRegion::allocate`], on huge pages: an anonymous
+    /// `MAP_HUGETLB` mapping rounded up to [`HUGE_PAGE`]s (zeroed by the
+    /// kernel). There is no fallback to ordinary pages, as in perftest's
+    /// `--use_hugepages`.
+    pub(crate) fn allocate_huge(
+        pd: ProtectionDomain,
+        len: usize,
+        access: AccessFlags,
+    ) -> Result<Self> {
+        check_access(access)?;
+        buffer_layout(len, page_size())?;
+        let mapped = len.checked_next_multiple_of(HUGE_PAGE).ok_or_else(|| {
+            Error::InvalidArgument(format!("memory region of {len} bytes is too large"))
+        })?;
+        // SAFETY: a fresh anonymous private mapping: no address hint, no
+        // file; the kernel checks the length and flags.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mapped,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            return Err(Error::InvalidArgument(format!(
+                "cannot allocate {mapped} bytes of {} MiB huge pages for a memory region ({e}); \
+                 reserve them first (/proc/sys/vm/nr_hugepages)",
+                HUGE_PAGE >> 20
+            )));
+        }
+        let buf = NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| Error::InvalidArgument("mmap returned a null mapping".into()))?;
+        Self::register(pd, buf, len, access, Backing::HugePages(mapped))
+    }
+
+    /// Registers `len` bytes at `buf` (from `backing`, which it then owns).
+    fn register(
+        pd: ProtectionDomain,
+        buf: NonNull<u8>,
+        len: usize,
+        access: AccessFlags,
+        backing: Backing,
+    ) -> Result<Self> {
+        // SAFETY: valid PD; `buf` points to ≥ `len` bytes (the layout's
+        // size or the mapping's length) we own and keep alive until after
+        // `ibv_dereg_mr` in `Drop`.
         let mr = unsafe {
             ffi::ibv_reg_mr(
                 pd.as_raw(),
@@ -244,20 +309,23 @@ impl MemoryRegion {
         match check_ptr("ibv_reg_mr", mr) {
             Ok(mr) => Ok(Self {
                 mr,
-                // SAFETY: `buf` is aligned to the page size (≥ 8) and valid
-                // for reads and writes of `layout.size()` bytes, a multiple
-                // of the page size and so ≥ `len.div_ceil(8) * 8`, until
-                // `Drop` frees it after the `SharedBytes` is last used. This
-                // type never creates a reference into the buffer nor accesses
-                // it other than through the `SharedBytes`.
+                // SAFETY: `buf` is aligned to the page size (≥ 8: heap
+                // layouts are page-aligned, mappings start on a huge page)
+                // and valid for reads and writes of the layout's size or the
+                // mapping's length, a multiple of the page size and so
+                // ≥ `len.div_ceil(8) * 8`, until `Drop` frees it after the
+                // `SharedBytes` is last used. This type never creates a
+                // reference into the buffer nor accesses it other than
+                // through the `SharedBytes`.
                 bytes: unsafe { SharedBytes::new(buf, len) },
-                layout,
+                backing,
                 access,
                 pd,
             }),
             Err(e) => {
-                // SAFETY: allocated above with `layout`, not registered.
-                unsafe { std::alloc::dealloc(buf.as_ptr(), layout) };
+                // SAFETY: obtained by the caller from `backing`, not
+                // registered, not shared.
+                unsafe { backing.free(buf) };
                 Err(e)
             }
         }
@@ -430,6 +498,28 @@ impl MemoryRegion {
     }
 }
 
+impl Backing {
+    /// Frees `buf`.
+    ///
+    /// # Safety
+    /// `buf` came from this backing (the global allocator with this layout,
+    /// or `mmap` with this length), is not registered, and is not accessed
+    /// afterwards.
+    unsafe fn free(self, buf: NonNull<u8>) {
+        match self {
+            // SAFETY: the caller's contract: allocated with `layout`.
+            Self::Heap(layout) => unsafe { std::alloc::dealloc(buf.as_ptr(), layout) },
+            Self::HugePages(len) => {
+                // SAFETY: the caller's contract: our mapping of `len` bytes.
+                let rc = unsafe { libc::munmap(buf.as_ptr().cast(), len) };
+                if rc != 0 {
+                    crate::drop_failed("munmap", rc);
+                }
+            }
+        }
+    }
+}
+
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
         // SAFETY: `mr` is our registration; deregistered once. A work
@@ -438,11 +528,11 @@ impl Drop for MemoryRegion {
         // access at deregistration.
         let rc = unsafe { ffi::ibv_dereg_mr(self.mr.as_ptr()) };
         if rc == 0 {
-            // SAFETY: allocated in `allocate` with `self.layout`; no longer
-            // registered, so the device cannot access it; `&mut self` means
-            // no `SharedBytes` access is in progress, and none follows (the
+            // SAFETY: obtained from `self.backing`; no longer registered,
+            // so the device cannot access it; `&mut self` means no
+            // `SharedBytes` access is in progress, and none follows (the
             // field is never used again).
-            unsafe { std::alloc::dealloc(self.bytes.base().as_ptr(), self.layout) };
+            unsafe { self.backing.free(self.bytes.base()) };
         } else {
             // Leak the buffer rather than free memory the device may still
             // write into.

@@ -87,6 +87,16 @@ impl ProtectionDomain {
         MemoryRegion::allocate(self.clone(), len, access)
     }
 
+    /// As [`ProtectionDomain::allocate`], on huge pages (see
+    /// [`crate::HUGE_PAGE`]); fails when none are reserved.
+    ///
+    /// # Errors
+    /// As [`ProtectionDomain::allocate`], and [`Error::InvalidArgument`]
+    /// when the huge pages cannot be mapped.
+    pub fn allocate_huge(&self, len: usize, access: AccessFlags) -> Result<MemoryRegion> {
+        MemoryRegion::allocate_huge(self.clone(), len, access)
+    }
+
     /// Creates an RC queue pair in the RESET state.
     ///
     /// # Errors
