@@ -636,3 +636,40 @@ fn perform_warm_up_posts_before_timing_and_counts_nothing_of_it() {
         assert_eq!(r[0][1], 100.0, "{b}: {}", text(&c.stdout));
     }
 }
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn perftest_stats_compute_the_row_as_print_report_lat_from_the_samples() {
+    let (s, c) = peers::pair(
+        bin("write_lat"),
+        &["-n", "200", "-U", "--perftest-stats"],
+        &[],
+    );
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    let out = text(&c.stdout);
+    let row = rows(&out, LAT_HEADER)[0].clone();
+    let start = out.find("#, usec\n").unwrap();
+    let mut v: Vec<f64> = out[start..]
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(", ").map(|(_, x)| x.parse::<f64>().unwrap()))
+        .collect();
+    v.sort_by(f64::total_cmp);
+    // perftest's print_report_lat over the sorted samples: n = M − 2.
+    let n = v.len() - 2;
+    let kept = &v[..n];
+    let mean = kept.iter().sum::<f64>() / n as f64;
+    let median = if (n - 1) % 2 == 1 {
+        (kept[n / 2] + kept[n / 2 - 1]) / 2.0
+    } else {
+        kept[n / 2]
+    };
+    let p99 = v[((n as f64) * 0.99).ceil() as usize];
+    let close = |a: f64, b: f64| (a - b).abs() <= 0.0051 + 1e-5 * b;
+    assert!(close(row[2], v[0]), "t_min {row:?} vs {}", v[0]);
+    assert!(close(row[3], v[n]), "t_max {row:?} vs {}", v[n]);
+    assert!(close(row[4], median), "t_typical {row:?} vs {median}");
+    assert!(close(row[5], mean), "t_avg {row:?} vs {mean}");
+    assert!(close(row[7], p99), "99% {row:?} vs {p99}");
+}

@@ -166,6 +166,11 @@ pub struct Cli {
     /// then `N, VALUE`), after the table.
     #[arg(short = 'U', long = "report-unsorted")]
     pub report_unsorted: bool,
+    /// Compute the table's figures as perftest does, to compare numbers
+    /// with it: the two largest samples left out, t_max the second largest
+    /// (see docs/perftest-compat.md). Default: every sample counts.
+    #[arg(long = "perftest-stats")]
+    pub perftest_stats: bool,
     /// Include the HdrHistogram (V2, base64) in each JSON object.
     #[arg(long = "json-histogram")]
     pub json_histogram: bool,
@@ -286,7 +291,8 @@ const LAT_IGNORED: [&str; 5] = [
 ];
 
 /// Flags of the latency tests only.
-const LAT_ONLY: [&str; 6] = [
+const LAT_ONLY: [&str; 7] = [
+    "perftest_stats",
     "report_histogram",
     "report_unsorted",
     "json_histogram",

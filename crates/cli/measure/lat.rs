@@ -416,6 +416,7 @@ pub struct LatMeasure {
     report_histogram: bool,
     report_unsorted: bool,
     huge_pages: bool,
+    perftest_stats: bool,
     output: Option<engine::perftest_json::OutputFigure>,
     json_histogram: bool,
     max_latency: Option<f64>,
@@ -452,6 +453,18 @@ impl LatMeasure {
     }
 }
 
+impl LatMeasure {
+    /// The size's figures: perftest's computation with
+    /// `--perftest-stats` (when every sample was kept), else every sample.
+    fn stats(&self, size: u64) -> engine::lat::LatStats {
+        let f = self.spec.rtt_factor();
+        self.perftest_stats
+            .then(|| self.rec.perftest_stats(size, f))
+            .flatten()
+            .unwrap_or_else(|| self.rec.stats_per(size, f))
+    }
+}
+
 impl Measure for LatMeasure {
     type Config = LatConfig;
     type Outcome = LatOutcome;
@@ -477,6 +490,7 @@ impl Measure for LatMeasure {
             report_histogram: cli.report_histogram,
             report_unsorted: cli.report_unsorted,
             huge_pages: cli.use_hugepages,
+            perftest_stats: cli.perftest_stats,
             output: cli.output,
             json_histogram: cli.json_histogram,
             max_latency: cli.max_latency,
@@ -682,7 +696,7 @@ impl Measure for LatMeasure {
                 return Ok(None);
             };
             self.clock.check_drift(self.rate);
-            let mut stats = self.rec.stats_per(size, self.spec.rtt_factor());
+            let mut stats = self.stats(size);
             // perftest's #iterations is the count, on both sides.
             stats.iterations = m.round_trips;
             if self.report_histogram || self.report_unsorted {
@@ -697,7 +711,7 @@ impl Measure for LatMeasure {
             }));
         }
         self.clock.check_drift(self.rate);
-        let stats = self.rec.stats_per(size, self.spec.rtt_factor());
+        let stats = self.stats(size);
         if self.report_histogram || self.report_unsorted {
             self.dumps.push((size, self.rec.samples().to_vec()));
         }

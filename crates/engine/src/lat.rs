@@ -367,6 +367,46 @@ impl LatRecorder {
         }
     }
 
+    /// The table's figures as perftest computes them (`print_report_lat`,
+    /// for `--perftest-stats`): of the `M` samples sorted, the two largest
+    /// are left out of the median, mean and deviation (`n = M − 2`);
+    /// t_max is the second largest, p99 and p99.9 are `sorted[ceil(n ×
+    /// 0.99)]` and `sorted[ceil(n × 0.999)]`; the median of an even `n` is
+    /// the mean of the middle two. The deviation is in floating point
+    /// (perftest truncates each deviation to whole microseconds: a bug not
+    /// copied). `None` when fewer than 3 samples or not all were kept (then
+    /// [`LatRecorder::stats_per`] applies). The JSON-only percentiles
+    /// (p50, p90, p99.99) stay rdmaperf's.
+    pub fn perftest_stats(&self, bytes: u64, rtt_factor: u32) -> Option<LatStats> {
+        if !self.all_kept() || self.samples.len() < 3 {
+            return None;
+        }
+        let us = |ns: f64| ns / 1000.0 / f64::from(rtt_factor.max(1));
+        let mut sorted = self.samples.clone();
+        sorted.sort_unstable();
+        let m = sorted.len();
+        let n = m - 2;
+        let kept = &sorted[..n];
+        let median = if (n - 1) % 2 == 1 {
+            (kept[n / 2] + kept[n / 2 - 1]) as f64 / 2.0
+        } else {
+            kept[n / 2] as f64
+        };
+        let mean = kept.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
+        let var = kept.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n as f64;
+        let at = |q: f64| sorted[((n as f64 * q).ceil() as usize).min(m - 1)] as f64;
+        Some(LatStats {
+            t_min_us: us(sorted[0] as f64),
+            t_max_us: us(sorted[n] as f64),
+            t_typical_us: us(median),
+            t_avg_us: us(mean),
+            t_stdev_us: us(var.sqrt()),
+            p99_us: us(at(0.99)),
+            p99_9_us: us(at(0.999)),
+            ..self.stats_per(bytes, rtt_factor)
+        })
+    }
+
     /// The histogram in HdrHistogram's compressed V2 encoding
     /// (`V2DeflateSerializer`, the form HdrHistogram's log tools read),
     /// base64 with the standard alphabet. Values are round trips in
@@ -744,6 +784,26 @@ pub(crate) mod tests {
 
     pub(crate) fn stats() -> LatStats {
         sample_stats()
+    }
+
+    #[test]
+    fn perftest_stats_drop_the_two_largest_as_print_report_lat() {
+        // 1..=10 us and two outliers: perftest's n = 10.
+        let mut rtts: Vec<u64> = (1..=10).map(|u| u * 2000).collect();
+        rtts.extend([500_000, 900_000]);
+        let r = recorder(&rtts, 12);
+        let s = r.perftest_stats(2, 2).unwrap();
+        assert_eq!(s.t_min_us, 1.0);
+        // sorted[n]: the second largest.
+        assert_eq!(s.t_max_us, 250.0);
+        // (n − 1) % 2 == 1: mean of sorted[5] and sorted[4] = (6 + 5) / 2.
+        assert_eq!(s.t_typical_us, 5.5);
+        assert_eq!(s.t_avg_us, 5.5);
+        // ceil(10 × 0.99) = 10: sorted[10].
+        assert_eq!(s.p99_us, 250.0);
+        assert!((s.t_stdev_us - 8.25f64.sqrt()).abs() < 1e-9);
+        assert_eq!(s.iterations, 12);
+        assert!(recorder(&[1, 2], 2).perftest_stats(2, 2).is_none());
     }
 
     #[test]
