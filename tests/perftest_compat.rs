@@ -673,3 +673,39 @@ fn perftest_stats_compute_the_row_as_print_report_lat_from_the_samples() {
     assert!(close(row[5], mean), "t_avg {row:?} vs {mean}");
     assert!(close(row[7], p99), "99% {row:?} vs {p99}");
 }
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn run_infinitely_reports_every_period_until_ctrl_c() {
+    let dev = test_device();
+    let port = free_port();
+    let s = peers::server(bin("write_bw"), &dev, port, &[]);
+    let c = peers::client(
+        bin("write_bw"),
+        &dev,
+        port,
+        &["--run_infinitely", "-D", "1", "-s", "4096"],
+    );
+    c.wait_handlers(Duration::from_secs(20));
+    std::thread::sleep(Duration::from_secs(8));
+    c.signal("INT");
+    let c = c.wait_bounded(Duration::from_secs(20), "client");
+    let s = s.wait_bounded(Duration::from_secs(20), "server");
+    let out = text(&c.stdout);
+    // A row per 1 s period (setup and the phase exchanges take some of
+    // the 8 s), each with perftest's 0.00 peak and its own count.
+    let r = rows(&out, BW_HEADER_MIB);
+    assert!(r.len() >= 2, "{out}\n{}", text(&c.stderr));
+    assert!(
+        r.iter()
+            .all(|x| x[0] == 4096.0 && x[1] > 0.0 && x[2] == 0.0),
+        "{r:?}"
+    );
+    // Stopped as any interrupted run: exit 130, the server told.
+    assert_eq!(c.status.code(), Some(130), "{}", text(&c.stderr));
+    assert!(
+        text(&s.stderr).contains("client interrupted by SIGINT"),
+        "{}",
+        text(&s.stderr)
+    );
+}

@@ -230,6 +230,10 @@ pub struct Cli {
     /// Run on this NUMA node's CPUs (default: the NIC's node, as perftest).
     #[arg(long = "numa_node", value_name = "NODE", conflicts_with = "pin_cores")]
     pub numa_node: Option<u32>,
+    /// Report every -D seconds (default 5) until stopped (Ctrl-C): one row
+    /// per period, as perftest.
+    #[arg(long = "run_infinitely")]
+    pub run_infinitely: bool,
     /// Before each size is timed, post a tx depth of requests on every QP
     /// and wait for them (perftest's warm-up; bandwidth tests).
     #[arg(long = "perform_warm_up")]
@@ -263,7 +267,8 @@ pub struct Cli {
 }
 
 /// Flags (by argument id) of the bandwidth tests only.
-const BW_ONLY: [&str; 15] = [
+const BW_ONLY: [&str; 16] = [
+    "run_infinitely",
     "perform_warm_up",
     "no_peak",
     "report_both",
@@ -301,7 +306,8 @@ const LAT_ONLY: [&str; 7] = [
     "clock",
 ];
 /// Flags that configure the test (the client's); a server ignores them.
-const TEST_FLAGS: [&str; 19] = [
+const TEST_FLAGS: [&str; 20] = [
+    "run_infinitely",
     "perform_warm_up",
     "margin",
     "sl",
@@ -528,6 +534,10 @@ impl Cli {
     /// The sizes to run: the `-a` sweep (which overrides `-s`, as in
     /// perftest) or one size (`default` without `-s`).
     fn sizes(&self, default: u64, notes: &mut Vec<String>) -> Vec<u64> {
+        if self.run.all && self.run_infinitely {
+            notes.push("--run_infinitely runs one size; -a/--all is ignored (as perftest)".into());
+            return vec![self.run.size.unwrap_or(default)];
+        }
         if self.run.all {
             if let Some(s) = self.run.size {
                 notes.push(format!(
@@ -543,6 +553,15 @@ impl Cli {
     /// Duration mode, with perftest's default margin: a quarter of the
     /// duration in whole seconds (`-D 4` → 1 s, `-D 2` → 0).
     fn duration_mode(&self) -> Option<DurationMode> {
+        if self.run_infinitely {
+            // perftest: a period of -D seconds (5 by default), reported
+            // from one print to the next: no margins unless -f.
+            let seconds = self.run.duration.unwrap_or(5.0);
+            return Some(DurationMode {
+                seconds,
+                margin: self.run.margin.unwrap_or(0.0),
+            });
+        }
         self.run.duration.map(|seconds| DurationMode {
             seconds,
             margin: self.run.margin.unwrap_or_else(|| (seconds / 4.0).floor()),
@@ -623,6 +642,7 @@ impl Cli {
             mtu: self.run.mtu,
             outs: self.outs.unwrap_or(0),
             path: self.path(),
+            endless: self.run_infinitely,
             warm_up: self.perform_warm_up,
         };
         let cfg = self.checked(spec, cfg)?;

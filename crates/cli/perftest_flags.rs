@@ -86,11 +86,6 @@ pub const REFUSED: &[Refused] = &[
     value(None, "local_ip", RAW_ETH),
     value(None, "remote_port", RAW_ETH),
     value(None, "local_port", RAW_ETH),
-    flag(
-        None,
-        "run_infinitely",
-        "endless runs (stop a -D run with Ctrl-C instead)",
-    ),
     flag(None, "use-srq", "shared receive queues (the send tests)"),
     flag(None, "no_lock", "lock-free parent domains"),
     flag(None, "use-null-mr", "null memory regions"),

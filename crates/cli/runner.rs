@@ -377,8 +377,17 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
             ..context(spec, Role::Client, &m, mtu, &local_side, &remote_side, outs)
         };
         out.begin()?;
-        for (phase, &size) in m.config().sizes().to_vec().iter().enumerate() {
-            let phase = phase as u32;
+        let sizes = m.config().sizes().to_vec();
+        let endless = m.config().endless();
+        for phase in 0u32.. {
+            // --run_infinitely: the one size again and again, a row per
+            // period, until stopped.
+            let Some(&size) = sizes
+                .get(phase as usize)
+                .or_else(|| sizes.last().filter(|_| endless))
+            else {
+                break;
+            };
             stop::check()?;
             at.in_progress = Some(size);
             m.prepare(&side, size)?;
@@ -431,6 +440,12 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
     if let Err(e) = &result {
         if let Some(sig) = stop::interrupted_by(e) {
             ch.send_error(&format!("client interrupted by {sig}"));
+            // --run_infinitely: as many periods as ran (and the one cut).
+            let total = if m.config().endless() {
+                at.completed + usize::from(at.in_progress.is_some())
+            } else {
+                total
+            };
             report_interrupted(spec, Role::Client, &mut out, sig, &at, total)?;
             return Ok(sig.exit_code());
         }
@@ -534,7 +549,8 @@ fn serve<M: Measure>(
     let result = (|| -> anyhow::Result<u8> {
         out.begin()?;
         let mut phase = 0u32;
-        while let Some(size) = server_next_phase(ch, phase, &sizes)? {
+        let endless = m.config().endless();
+        while let Some(size) = server_next_phase(ch, phase, &sizes, endless)? {
             stop::check()?;
             at.in_progress = Some(size);
             m.prepare(&side, size)?;
@@ -569,7 +585,9 @@ fn serve<M: Measure>(
             phase += 1;
         }
         out.end()?;
-        server_all_phases_run(phase, &sizes)?;
+        if !endless {
+            server_all_phases_run(phase, &sizes)?;
+        }
         out.commit()?;
         Ok(0)
     })();

@@ -95,10 +95,14 @@ pub fn server_next_phase(
     ch: &mut Channel,
     phase: u32,
     sizes: &[u64],
+    endless: bool,
 ) -> anyhow::Result<Option<u64>> {
     match ch.recv("the next phase")? {
         Message::Barrier { phase: p } if p == phase => {
-            let size = sizes.get(phase as usize).ok_or_else(|| {
+            let size = sizes
+                .get(phase as usize)
+                .or_else(|| sizes.last().filter(|_| endless));
+            let size = size.ok_or_else(|| {
                 anyhow!(
                     "client started phase {phase} of a {}-size test",
                     sizes.len()

@@ -171,6 +171,10 @@ pub struct BwConfig {
     /// Path options of every QP (`-S`, `--tclass`, `--flow_label`).
     #[serde(default)]
     pub path: PathConfig,
+    /// perftest's `--run_infinitely`: the size's duration-mode period runs
+    /// again and again, one report each, until the client is stopped.
+    #[serde(default)]
+    pub endless: bool,
     /// perftest's `--perform_warm_up`: a tx depth of requests per QP,
     /// completed, before each size is timed.
     #[serde(default)]
@@ -212,6 +216,7 @@ impl Default for BwConfig {
             mtu: None,
             outs: 0,
             path: PathConfig::default(),
+            endless: false,
             warm_up: false,
         }
     }
@@ -301,6 +306,12 @@ impl BwConfig {
         validate_run(&self.sizes, self.iters, self.duration, self.mtu)?;
         validate_outs(self.outs)?;
         self.path.validate()?;
+        if self.endless && (self.duration.is_none() || self.sizes.len() != 1) {
+            return Err(bad(
+                "--run_infinitely",
+                "repeats one size's duration-mode period (a -D and one size)",
+            ));
+        }
         if self.qps == 0 || self.qps > MAX_QPS {
             return Err(bad(
                 "-q/--qp",
@@ -412,6 +423,11 @@ pub trait TestConfig: Serialize + serde::de::DeserializeOwned + Clone {
     fn mtu(&self) -> Option<u32>;
     /// The path options of every QP.
     fn path(&self) -> &PathConfig;
+    /// Whether the last size repeats until the client stops
+    /// (`--run_infinitely`).
+    fn endless(&self) -> bool {
+        false
+    }
     /// Outstanding reads asked for (0: the device's maximum, or none).
     fn outs(&self) -> u32;
     /// Sets the outstanding reads (once the device is known).
@@ -471,6 +487,9 @@ impl TestConfig for BwConfig {
     }
     fn path(&self) -> &PathConfig {
         &self.path
+    }
+    fn endless(&self) -> bool {
+        self.endless
     }
     fn outs(&self) -> u32 {
         self.outs
