@@ -325,11 +325,13 @@ fn out_json_writes_perftests_default_file_in_the_working_directory() {
 #[test]
 #[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
 fn latency_duration_mode_prints_perftests_duration_table() {
-    let (s, c) = peers::pair(bin("write_lat"), &["-D", "3"], &[]);
+    let (s, c) = peers::pair(bin("write_lat"), &["-D", "3", "--cpu_util"], &[]);
     assert_ok(&c, "client");
     assert_ok(&s, "server");
     let header = " #bytes        #iterations       t_avg[usec]    tps average";
-    for (who, out) in [("client", &c), ("server", &s)] {
+    // The client asked for perftest's CPU column; the server did not.
+    let cpu_header = format!("{header}    CPU_Util[%]");
+    for (who, out, header) in [("client", &c, cpu_header.as_str()), ("server", &s, header)] {
         let r = rows(&text(&out.stdout), header);
         assert_eq!(r.len(), 1, "{who}: {}", text(&out.stdout));
         let (iters, t_avg, tps) = (r[0][1], r[0][2], r[0][3]);
@@ -338,6 +340,14 @@ fn latency_duration_mode_prints_perftests_duration_table() {
         // both are printed with two decimals.
         let expect = 1e6 / (t_avg * 2.0);
         assert!((tps - expect).abs() / expect < 0.01, "{who}: {:?}", r[0]);
+        if who == "client" {
+            // A busy-polling process keeps a CPU busy: user time.
+            assert!(
+                r[0].len() == 5 && r[0][4] > 0.0 && r[0][4] <= 100.0,
+                "{:?}",
+                r[0]
+            );
+        }
     }
 }
 

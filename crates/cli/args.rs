@@ -267,7 +267,7 @@ pub struct Cli {
 }
 
 /// Flags (by argument id) of the bandwidth tests only.
-const BW_ONLY: [&str; 16] = [
+const BW_ONLY: [&str; 15] = [
     "run_infinitely",
     "perform_warm_up",
     "no_peak",
@@ -281,7 +281,6 @@ const BW_ONLY: [&str; 16] = [
     "post_list",
     "bidirectional",
     "report_gbits",
-    "cpu_util",
     "expect_rate",
     "min_efficiency",
 ];
@@ -673,10 +672,13 @@ impl Cli {
             outs: self.outs.unwrap_or(0),
             path: self.path(),
         };
-        Ok(Adjusted {
-            config: self.checked(spec, cfg)?,
-            notes,
-        })
+        let cfg = self.checked(spec, cfg)?;
+        if self.cpu_util && cfg.duration.is_none() {
+            notes.push(
+                "CPU Utilization works only with Duration mode (-D); --cpu_util is ignored (as perftest)".into(),
+            );
+        }
+        Ok(Adjusted { config: cfg, notes })
     }
 
     /// `cfg` once valid, and `-o` (when given) at least 1.

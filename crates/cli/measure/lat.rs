@@ -417,6 +417,10 @@ pub struct LatMeasure {
     report_unsorted: bool,
     huge_pages: bool,
     perftest_stats: bool,
+    /// `--cpu_util` in duration mode: perftest's system CPU figure.
+    cpu_util: bool,
+    /// That figure for the last size.
+    system_cpu: Option<f64>,
     output: Option<engine::perftest_json::OutputFigure>,
     json_histogram: bool,
     max_latency: Option<f64>,
@@ -453,15 +457,27 @@ impl LatMeasure {
     }
 }
 
+/// The user and idle jiffies of `/proc/stat`'s `cpu` line.
+fn read_proc_stat() -> Option<(u64, u64)> {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|t| engine::bw::parse_proc_stat(&t))
+}
+
 impl LatMeasure {
     /// The size's figures: perftest's computation with
     /// `--perftest-stats` (when every sample was kept), else every sample.
     fn stats(&self, size: u64) -> engine::lat::LatStats {
         let f = self.spec.rtt_factor();
-        self.perftest_stats
+        let s = self
+            .perftest_stats
             .then(|| self.rec.perftest_stats(size, f))
             .flatten()
-            .unwrap_or_else(|| self.rec.stats_per(size, f))
+            .unwrap_or_else(|| self.rec.stats_per(size, f));
+        engine::lat::LatStats {
+            system_cpu_util_pct: self.system_cpu,
+            ..s
+        }
     }
 }
 
@@ -473,6 +489,7 @@ impl Measure for LatMeasure {
         cli.lat_config(spec).map(|a| a.announce(spec))
     }
     fn new(spec: TestSpec, cli: &Cli, cfg: LatConfig, role: Role) -> anyhow::Result<Self> {
+        let cpu_util = cli.cpu_util && cfg.duration.is_some();
         // Both sides of the write ping-pong measure (as perftest's); a read
         // server posts nothing: its monotonic clock only bounds its waits.
         let measures = role == Role::Client || spec.verb != Verb::Read;
@@ -491,6 +508,8 @@ impl Measure for LatMeasure {
             report_unsorted: cli.report_unsorted,
             huge_pages: cli.use_hugepages,
             perftest_stats: cli.perftest_stats,
+            cpu_util,
+            system_cpu: None,
             output: cli.output,
             json_histogram: cli.json_histogram,
             max_latency: cli.max_latency,
@@ -590,11 +609,10 @@ impl Measure for LatMeasure {
         // server prints its own.
         (role == Role::Client || self.op() == LatOp::WritePingPong).then(|| match self.output {
             Some(f) => Box::new(FigureLines::new(f, TableStyle::default())) as Box<dyn Report>,
-            None => Box::new(LatTable::new(
-                Stdout,
-                self.cfg.duration.is_some(),
-                self.spec.rtt_factor(),
-            )),
+            None => Box::new(
+                LatTable::new(Stdout, self.cfg.duration.is_some(), self.spec.rtt_factor())
+                    .with_cpu_column(self.cpu_util),
+            ),
         })
     }
 
@@ -630,6 +648,9 @@ impl Measure for LatMeasure {
             (Some(_), Role::Server) => Until::PeerSaysStop,
         };
         self.rec.reset();
+        // perftest samples /proc/stat at the window's ends; here the whole
+        // run of the size (margins included) is the span.
+        let cpu_before = self.cpu_util.then(read_proc_stat).flatten();
         let inline = size <= u64::from(self.cfg.inline_size);
         let (clock, rec) = (&self.clock, &mut self.rec);
         let run = |ch: Option<&Channel>, rec: &mut LatRecorder, watch: &PeerWatch| {
@@ -662,6 +683,9 @@ impl Measure for LatMeasure {
             LatOp::Read => ch.with_heartbeat(|w| run(None, rec, w))??,
         };
         self.rate = rate;
+        self.system_cpu = cpu_before
+            .zip(read_proc_stat())
+            .map(|(b, a)| engine::bw::system_cpu_util(b, a));
         if op == LatOp::Read {
             let bytes_checked = side.check_pattern(0, std::iter::once(0..size))?;
             self.check = Some(DataCheck { bytes_checked });

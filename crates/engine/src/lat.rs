@@ -20,6 +20,7 @@
 //!   largest round trips before its statistics, we keep them all.
 
 use std::fmt;
+use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::str::FromStr;
 
@@ -329,6 +330,7 @@ impl LatRecorder {
                 p99_9_us: 0.0,
                 p99_99_us: 0.0,
                 exact_percentiles: false,
+                system_cpu_util_pct: None,
             };
         }
         let n = self.count;
@@ -364,6 +366,7 @@ impl LatRecorder {
             p99_9_us: us(p[3]),
             p99_99_us: us(p[4]),
             exact_percentiles: exact,
+            system_cpu_util_pct: None,
         }
     }
 
@@ -468,6 +471,10 @@ pub struct LatStats {
     /// Whether the percentiles come from every raw sample (else from the
     /// histogram, within 0.1 %).
     pub exact_percentiles: bool,
+    /// The system's CPU use as perftest's `--cpu_util` defines it (user /
+    /// (user + idle) of `/proc/stat`), percent; duration mode only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_cpu_util_pct: Option<f64>,
 }
 
 /// Which figure a threshold applies to (`--percentile`).
@@ -630,6 +637,7 @@ pub struct LatTable<W> {
     out: W,
     duration: bool,
     rtt_factor: u32,
+    cpu_column: bool,
 }
 
 impl<W: Write> LatTable<W> {
@@ -640,7 +648,13 @@ impl<W: Write> LatTable<W> {
             out,
             duration,
             rtt_factor,
+            cpu_column: false,
         }
+    }
+
+    /// With perftest's `CPU_Util[%]` column (`--cpu_util` in duration mode).
+    pub fn with_cpu_column(self, cpu_column: bool) -> Self {
+        Self { cpu_column, ..self }
     }
 
     /// The header line exactly as perftest prints it (`RESULT_FMT_LAT`,
@@ -689,17 +703,30 @@ impl<W: Write> LatTable<W> {
 impl<W: Write> Report for LatTable<W> {
     fn begin(&mut self) -> io::Result<()> {
         writeln!(self.out, "{RESULT_LINE}")?;
-        writeln!(self.out, "{}", Self::header(self.duration))?;
+        let cpu = if self.cpu_column {
+            "    CPU_Util[%]"
+        } else {
+            ""
+        };
+        writeln!(self.out, "{}{cpu}", Self::header(self.duration))?;
         self.out.flush()
     }
 
     fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
         if let Figures::Lat(stats) = &record.figures {
-            let row = if self.duration {
+            let mut row = if self.duration {
                 Self::duration_row(stats, self.rtt_factor)
             } else {
                 Self::row(stats)
             };
+            if self.cpu_column {
+                // perftest's REPORT_EXT_CPU_UTIL.
+                let _ = write!(
+                    row,
+                    "\t    {:<3.2}",
+                    stats.system_cpu_util_pct.unwrap_or(0.0)
+                );
+            }
             writeln!(self.out, "{row}")?;
         }
         self.out.flush()
@@ -1178,6 +1205,7 @@ pub(crate) mod tests {
             p99_9_us: 3.52,
             p99_99_us: 3.52,
             exact_percentiles: true,
+            system_cpu_util_pct: None,
         }
     }
 

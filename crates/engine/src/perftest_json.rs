@@ -108,6 +108,9 @@ pub fn render(
                     l.t_avg_us,
                     crate::lat::tps(l, record.context.rtt_factor)
                 );
+                cpu_tail(&mut s, l.system_cpu_util_pct);
+                s.push_str("}\n}\n");
+                return s;
             } else {
                 let _ = write!(
                     s,
