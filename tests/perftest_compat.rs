@@ -697,13 +697,13 @@ fn run_infinitely_reports_every_period_until_ctrl_c() {
         &["--run_infinitely", "-D", "1", "-s", "4096"],
     );
     c.wait_handlers(Duration::from_secs(20));
-    std::thread::sleep(Duration::from_secs(8));
+    std::thread::sleep(Duration::from_secs(6));
     c.signal("INT");
     let c = c.wait_bounded(Duration::from_secs(20), "client");
     let s = s.wait_bounded(Duration::from_secs(20), "server");
     let out = text(&c.stdout);
     // A row per 1 s period (setup and the phase exchanges take some of
-    // the 8 s), each with perftest's 0.00 peak and its own count.
+    // the 6 s), each with perftest's 0.00 peak and its own count.
     let r = rows(&out, BW_HEADER_MIB);
     assert!(r.len() >= 2, "{out}\n{}", text(&c.stderr));
     assert!(

@@ -398,10 +398,10 @@ fn a_persistent_server_serves_clients_one_after_another_and_frees_each_session()
     let settle = || std::thread::sleep(Duration::from_millis(300));
     settle();
     let baseline = (fds(s.id()), support::resource_counts(&dev));
-    // 19 more: every fifth killed mid-run (that session fails, the server
+    // 11 more: every fifth killed mid-run (that session fails, the server
     // goes on); after each, fds and device resources are back at baseline.
     let sizes = ["4096", "65536", "2", "1M"];
-    for n in 2..=20 {
+    for n in 2..=12 {
         if n % 5 == 2 {
             let mut doomed = peers::client(READ_BW, &dev, port, &["-n", "10000000"]);
             std::thread::sleep(Duration::from_secs(3));
@@ -434,21 +434,21 @@ fn a_persistent_server_serves_clients_one_after_another_and_frees_each_session()
         "SIGTERM ends a persistent server cleanly: {err}"
     );
     assert!(
-        err.contains("stopped by SIGTERM after 20 sessions"),
+        err.contains("stopped by SIGTERM after 12 sessions"),
         "{err}"
     );
     assert!(err.contains("session 1 with 127.0.0.1"), "{err}");
-    for n in [2, 7, 12, 17] {
+    for n in [2, 7, 12] {
         assert!(
             err.lines()
                 .any(|l| l.contains(&format!("session {n} with")) && l.contains("failed")),
             "session {n} failed: {err}"
         );
     }
-    assert!(err.contains("session 20 with"), "{err}");
+    assert!(err.contains("session 11 with"), "{err}");
     assert_eq!(
         rows(&text(&out.stdout), BW_HEADER).len(),
-        16,
+        9,
         "one row per completed session"
     );
 }

@@ -189,7 +189,11 @@ fn crafted_hellos_are_refused_before_anything_is_allocated() {
             Message::Reject { reason } => assert!(reason.contains(why), "{why}: {reason}"),
             other => panic!("{why}: expected a rejection, got {other:?}"),
         }
-        assert!(started.elapsed() < SLACK, "{why}: {:?}", started.elapsed());
+        // Decoding a 2.4 MB hello takes the emulated server seconds (6.2 s
+        // once on a loaded host): the answer is bounded by its --timeout,
+        // what matters is that nothing was allocated (below).
+        let bound = TIMEOUT + SLACK;
+        assert!(started.elapsed() < bound, "{why}: {:?}", started.elapsed());
     }
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(resource_counts(&dev), resources_before, "resources created");

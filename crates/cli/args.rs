@@ -226,7 +226,7 @@ pub struct Cli {
     /// Run on these CPUs: 0, 0,1,2, 0-3 or 0-3,8,12-15 (default: the CPUs
     /// of the NIC's NUMA node, as perftest).
     #[arg(long = "pin_cores", value_name = "LIST", value_parser = cpu_list_arg)]
-    pub pin_cores: Option<Vec<usize>>,
+    pub pin_cores: Option<CpuList>,
     /// Run on this NUMA node's CPUs (default: the NIC's node, as perftest).
     #[arg(long = "numa_node", value_name = "NODE", conflicts_with = "pin_cores")]
     pub numa_node: Option<u32>,
@@ -702,12 +702,16 @@ pub fn limit_arg(s: &str) -> Result<f64, String> {
     }
 }
 
+/// The CPUs of `--pin_cores`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
 /// Parses `--pin_cores`.
 ///
 /// # Errors
 /// A message naming the part that is not a CPU or range.
-pub fn cpu_list_arg(s: &str) -> Result<Vec<usize>, String> {
-    crate::placement::parse_cpu_list(s)
+pub fn cpu_list_arg(s: &str) -> Result<CpuList, String> {
+    crate::placement::parse_cpu_list(s).map(CpuList)
 }
 
 impl Cli {
@@ -716,7 +720,7 @@ impl Cli {
     pub fn placement(&self) -> crate::placement::Placement {
         use crate::placement::Placement;
         match (&self.pin_cores, self.numa_node) {
-            (Some(c), _) => Placement::Cores(c.clone()),
+            (Some(c), _) => Placement::Cores(c.0.clone()),
             (None, Some(n)) => Placement::Node(n),
             (None, None) if self.disable_numa => Placement::Unbound,
             (None, None) => Placement::NicNode,
@@ -945,5 +949,74 @@ mod tests {
             p.cli
                 .shows_peak(&p.cli.bw_config(TestSpec::WRITE_BW).unwrap().config)
         );
+    }
+
+    #[test]
+    fn placement_flags_parse() {
+        use crate::placement::Placement;
+        let p = parse_args(TestSpec::WRITE_BW, &["--pin_cores=0-1,3", "host"]).unwrap();
+        assert_eq!(p.cli.placement(), Placement::Cores(vec![0, 1, 3]));
+        let p = parse_args(TestSpec::READ_LAT, &["--numa_node", "1", "host"]).unwrap();
+        assert_eq!(p.cli.placement(), Placement::Node(1));
+        let p = parse_args(TestSpec::READ_BW, &["--disable_numa", "host"]).unwrap();
+        assert_eq!(p.cli.placement(), Placement::Unbound);
+        let p = parse_args(TestSpec::READ_BW, &["host"]).unwrap();
+        assert_eq!(p.cli.placement(), Placement::NicNode);
+    }
+
+    #[test]
+    fn every_flag_reads_back_as_its_type() {
+        // A flag whose parser and field disagree panics in clap at access
+        // time: give every perftest flag a value and read them all.
+        let p = parse_args(
+            TestSpec::WRITE_BW,
+            &[
+                "--pin_cores=0",
+                "-S",
+                "3",
+                "--tclass",
+                "106",
+                "--flow_label",
+                "1,2",
+                "--pkey_index",
+                "1",
+                "-W",
+                "hw_counters/sent_pkts",
+                "--report-both",
+                "--run_infinitely",
+                "--perform_warm_up",
+                "--use_hugepages",
+                "-w",
+                "1",
+                "-y",
+                "1",
+                "--output=bandwidth",
+                "--out_json",
+                "--out_json_file=f.json",
+                "-c",
+                "RC",
+                "-F",
+                "-N",
+                "--cpu_util",
+                "--use_old_post_send",
+                "--disable_pcie_relaxed",
+                "--dont_xchg_versions",
+                "host",
+            ],
+        )
+        .unwrap();
+        assert_eq!(p.cli.run.flow_label, vec![1, 2]);
+        let p = parse_args(
+            TestSpec::WRITE_LAT,
+            &[
+                "-U",
+                "--perftest-stats",
+                "--numa_node=0",
+                "--output=latency",
+                "host",
+            ],
+        )
+        .unwrap();
+        assert!(p.cli.report_unsorted && p.cli.perftest_stats);
     }
 }
