@@ -42,7 +42,13 @@ pub fn main(spec: TestSpec) -> ExitCode {
     let result = crate::args::parse(spec)
         .map_err(anyhow::Error::new)
         .and_then(|parsed| {
-            stop::install().context("installing the SIGINT/SIGTERM handlers")?;
+            // --run_infinitely: Ctrl-C is how such a run ends, normally.
+            if parsed.cli.run_infinitely && parsed.cli.conn.server.is_some() {
+                stop::install_finishing()
+            } else {
+                stop::install()
+            }
+            .context("installing the SIGINT/SIGTERM handlers")?;
             run(spec, &parsed)
         });
     crate::finish(spec.name(), result)
@@ -388,6 +394,14 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
             else {
                 break;
             };
+            if let Some(sig) = stop::finish_requested() {
+                // perftest's words (on stderr: stdout is results).
+                eprintln!(
+                    " User stopped traffic ({sig}): {} periods reported",
+                    at.completed
+                );
+                break;
+            }
             stop::check()?;
             at.in_progress = Some(size);
             m.prepare(&side, size)?;

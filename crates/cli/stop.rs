@@ -65,11 +65,32 @@ fn received() -> &'static Arc<AtomicUsize> {
 const INT: usize = 1;
 const TERM: usize = 2;
 
+/// The signal that asked an endless run to finish (0: none yet).
+fn finish() -> &'static Arc<AtomicUsize> {
+    static FINISH: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
+    FINISH.get_or_init(|| Arc::new(AtomicUsize::new(0)))
+}
+
 /// Installs the handlers (once per process; later calls do nothing).
 ///
 /// # Errors
 /// When a handler cannot be registered.
 pub fn install() -> std::io::Result<()> {
+    install_into(received())
+}
+
+/// Installs the handlers of a run that a signal ends normally
+/// (`--run_infinitely`): SIGINT and SIGTERM interrupt nothing, they ask
+/// the run to finish after the period in progress ([`finish_requested`]);
+/// a second signal still exits at once.
+///
+/// # Errors
+/// When a handler cannot be registered.
+pub fn install_finishing() -> std::io::Result<()> {
+    install_into(finish())
+}
+
+fn install_into(target: &'static Arc<AtomicUsize>) -> std::io::Result<()> {
     static INSTALLED: OnceLock<()> = OnceLock::new();
     if INSTALLED.get().is_some() {
         return Ok(());
@@ -80,10 +101,19 @@ pub fn install() -> std::io::Result<()> {
         // signal exits at once.
         signal_hook::flag::register_conditional_shutdown(sig, code, Arc::clone(&seen))?;
         signal_hook::flag::register(sig, Arc::clone(&seen))?;
-        signal_hook::flag::register_usize(sig, Arc::clone(received()), value)?;
+        signal_hook::flag::register_usize(sig, Arc::clone(target), value)?;
     }
     let _ = INSTALLED.set(());
     Ok(())
+}
+
+/// The signal that asked an endless run to finish, if one did.
+pub fn finish_requested() -> Option<Signal> {
+    match finish().load(Ordering::Relaxed) {
+        INT => Some(Signal::Int),
+        TERM => Some(Signal::Term),
+        _ => None,
+    }
 }
 
 /// The signal that asked the run to stop, if one did.
