@@ -130,10 +130,15 @@ pub struct Cli {
     #[arg(short = 'Q', long = "cq-mod")]
     pub cq_mod: Option<u32>,
     /// Work requests chained per post.
-    #[arg(short = 'l', long = "post-list", default_value_t = 1)]
+    #[arg(
+        short = 'l',
+        long = "post-list",
+        visible_alias = "post_list",
+        default_value_t = 1
+    )]
     pub post_list: u32,
     /// Send messages up to this many bytes inline.
-    #[arg(short = 'I', long = "inline-size")]
+    #[arg(short = 'I', long = "inline-size", visible_alias = "inline_size")]
     pub inline_size: Option<u32>,
     /// Outstanding RDMA READs per QP (default: the device's max_qp_rd_atom, as perftest).
     #[arg(short = 'o', long = "outs")]
@@ -160,7 +165,11 @@ pub struct Cli {
     #[arg(long = "min-efficiency", default_value = "0.9", value_parser = link::parse_efficiency)]
     pub min_efficiency: f64,
     /// Print every sample (usec, as the table reports them) after the table.
-    #[arg(short = 'H', long = "report-histogram", alias = "report-histogrm")]
+    #[arg(
+        short = 'H',
+        long = "report-histogram",
+        visible_alias = "report-histogrm"
+    )]
     pub report_histogram: bool,
     /// Print every sample in the order measured, perftest's way (`#, usec`
     /// then `N, VALUE`), after the table.

@@ -109,8 +109,6 @@ pub fn render(
                     crate::lat::tps(l, record.context.rtt_factor)
                 );
                 cpu_tail(&mut s, l.system_cpu_util_pct);
-                s.push_str("}\n}\n");
-                return s;
             } else {
                 let _ = write!(
                     s,
@@ -127,8 +125,9 @@ pub fn render(
                     l.p99_us,
                     l.p99_9_us
                 );
+                // perftest has no CPU figure outside duration mode.
+                cpu_tail(&mut s, None);
             }
-            cpu_tail(&mut s, None);
         }
     }
     s.push_str("}\n}\n");

@@ -354,7 +354,8 @@ impl QueuePair {
     }
 
     /// The path a connected QP uses, as the device reports it
-    /// (`ibv_query_qp`): what was asked is what the QP got.
+    /// (`ibv_query_qp`). A device reports what it keeps: soft-RoCE keeps
+    /// no service level (RoCE packets carry none) and reports 0.
     ///
     /// # Errors
     /// [`Error::Verb`] naming `ibv_query_qp`.
