@@ -492,7 +492,11 @@ impl<O: BwOp> Worker<'_, O> {
             // still in flight is not waited for (tx depth × QPs × 8 MiB is
             // gigabytes, minutes on a slow link); the window is complete.
             // Both sides exchange their results before anything is freed.
+            // Not with --run_infinitely: the next period's scheduler starts
+            // from an empty send queue on these same QPs, so this one drains
+            // (a real NIC would refuse the overflow; soft-RoCE forgives it).
             if let Some(w) = &window
+                && !cfg.endless
                 && !sched.is_posting()
                 && w.measured().is_some()
             {
