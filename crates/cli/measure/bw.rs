@@ -319,6 +319,41 @@ fn stalled(name: &str, timeout: Duration, posted: u64, completed: u64) -> anyhow
 }
 
 impl<O: BwOp> Worker<'_, O> {
+    /// Message `i` of QP `q`: its ring slot here and at the peer.
+    #[inline]
+    fn request(
+        &self,
+        q: usize,
+        i: u64,
+        size: u64,
+        length: u32,
+        signaled: bool,
+        inline: bool,
+    ) -> SendWr {
+        let off = ring_offset(size, i);
+        SendWr {
+            wr_id: wr_id(q, i),
+            local: LocalSge {
+                addr: self.working[q] + off,
+                length,
+                lkey: self.lkey,
+            },
+            op: self.op.op(self.remote[q].addr + off, self.remote[q].rkey),
+            signaled,
+            inline,
+        }
+    }
+
+    /// A failed completion as the error naming its QPN and status.
+    #[inline]
+    fn succeeded(&self, wc: &WorkCompletion) -> anyhow::Result<()> {
+        if wc.is_success() {
+            return Ok(());
+        }
+        let q = wr_id_qp(wc.wr_id()).min(self.qps.len() - 1);
+        Err(completion_failed(O::NAME, self.qps[q].qp().qpn(), wc))
+    }
+
     /// perftest's `--perform_warm_up`: a tx depth of signaled requests on
     /// every QP, all completed, before anything is timed.
     #[allow(clippy::too_many_arguments)]
@@ -335,19 +370,8 @@ impl<O: BwOp> Worker<'_, O> {
         let per_qp = u64::from(cfg.tx_depth);
         for (q, qp) in self.qps.iter().enumerate() {
             for i in 0..per_qp {
-                let off = ring_offset(size, i);
-                qp.post_send(&SendWr {
-                    wr_id: wr_id(q, i),
-                    local: LocalSge {
-                        addr: self.working[q] + off,
-                        length,
-                        lkey: self.lkey,
-                    },
-                    op: self.op.op(self.remote[q].addr + off, self.remote[q].rkey),
-                    signaled: true,
-                    inline,
-                })
-                .context("posting the warm-up (--perform_warm_up)")?;
+                qp.post_send(&self.request(q, i, size, length, true, inline))
+                    .context("posting the warm-up (--perform_warm_up)")?;
             }
         }
         let want = per_qp * self.qps.len() as u64;
@@ -355,10 +379,7 @@ impl<O: BwOp> Worker<'_, O> {
         while done < want {
             let got = self.cq.poll(wcs)?;
             for wc in &wcs[..got] {
-                if !wc.is_success() {
-                    let q = wr_id_qp(wc.wr_id()).min(self.qps.len() - 1);
-                    return Err(completion_failed(O::NAME, self.qps[q].qp().qpn(), wc));
-                }
+                self.succeeded(wc)?;
             }
             done += got as u64;
             if got > 0 {
@@ -417,18 +438,7 @@ impl<O: BwOp> Worker<'_, O> {
                 while let Some(first) = sched.next_batch(q) {
                     batch.clear();
                     for i in first..first + post_list {
-                        let off = ring_offset(size, i);
-                        let wr = SendWr {
-                            wr_id: wr_id(q, i),
-                            local: LocalSge {
-                                addr: self.working[q] + off,
-                                length,
-                                lkey: self.lkey,
-                            },
-                            op: self.op.op(self.remote[q].addr + off, self.remote[q].rkey),
-                            signaled: sched.signaled(i),
-                            inline,
-                        };
+                        let wr = self.request(q, i, size, length, sched.signaled(i), inline);
                         // Capacity is post_list: cannot be full.
                         let _ = batch.push(&wr);
                     }
@@ -441,10 +451,7 @@ impl<O: BwOp> Worker<'_, O> {
             if got > 0 {
                 empty_polls = 0;
                 for wc in &wcs[..got] {
-                    if !wc.is_success() {
-                        let q = wr_id_qp(wc.wr_id()).min(n - 1);
-                        return Err(completion_failed(O::NAME, self.qps[q].qp().qpn(), wc));
-                    }
+                    self.succeeded(wc)?;
                     sched.complete(wc.wr_id())?;
                 }
                 if watch.should_stop() {
