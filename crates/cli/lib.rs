@@ -88,13 +88,8 @@ impl JsonFile {
     /// directory is not writable.
     pub fn create(dest: &str) -> anyhow::Result<(Self, File)> {
         let dest = PathBuf::from(dest);
-        let name = dest
-            .file_name()
+        let tmp = partial_path(&dest)
             .ok_or_else(|| UsageError(format!("--json: {dest:?} does not name a file")))?;
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(".{}.partial", std::process::id()));
-        let tmp = dest.with_file_name(tmp_name);
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -120,6 +115,15 @@ impl JsonFile {
         self.committed = true;
         Ok(())
     }
+}
+
+/// Where a file is written before it is renamed over `dest`:
+/// `.NAME.<pid>.partial` beside it; `None` when `dest` names no file.
+pub fn partial_path(dest: &std::path::Path) -> Option<PathBuf> {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(dest.file_name()?);
+    name.push(format!(".{}.partial", std::process::id()));
+    Some(dest.with_file_name(name))
 }
 
 impl Drop for JsonFile {

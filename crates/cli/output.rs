@@ -205,6 +205,8 @@ impl Report for FigureLines {
 #[derive(Debug)]
 pub struct PerftestJsonFile {
     path: std::path::PathBuf,
+    /// Where each version is written before the rename.
+    tmp: std::path::PathBuf,
     title: String,
     style: TableStyle,
     output: Option<OutputFigure>,
@@ -224,12 +226,18 @@ impl PerftestJsonFile {
         output: Option<OutputFigure>,
     ) -> anyhow::Result<Self> {
         let f = Self {
+            tmp: std::path::PathBuf::new(),
             path,
             title,
             style,
             output,
         };
-        let tmp = f.tmp();
+        let tmp = crate::partial_path(&f.path).ok_or_else(|| {
+            crate::UsageError(format!(
+                "--out_json_file: {:?} does not name a file",
+                f.path
+            ))
+        })?;
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -238,14 +246,7 @@ impl PerftestJsonFile {
                 crate::UsageError(format!("--out_json_file: cannot create {:?}: {e}", f.path))
             })?;
         let _ = std::fs::remove_file(&tmp);
-        Ok(f)
-    }
-
-    fn tmp(&self) -> std::path::PathBuf {
-        let mut name = std::ffi::OsString::from(".");
-        name.push(self.path.file_name().unwrap_or_default());
-        name.push(format!(".{}.partial", std::process::id()));
-        self.path.with_file_name(name)
+        Ok(Self { tmp, ..f })
     }
 }
 
@@ -256,10 +257,10 @@ impl Report for PerftestJsonFile {
 
     fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
         let text = perftest_json::render(&self.title, record, self.style, self.output);
-        let tmp = self.tmp();
-        let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &self.path));
+        let tmp = &self.tmp;
+        let written = std::fs::write(tmp, text).and_then(|()| std::fs::rename(tmp, &self.path));
         if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
+            let _ = std::fs::remove_file(tmp);
             return Err(io::Error::new(
                 e.kind(),
                 format!("cannot write --out_json_file {:?}: {e}", self.path),

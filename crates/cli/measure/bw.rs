@@ -227,19 +227,17 @@ fn sample_system_cpu<T>(
         }
         std::thread::sleep((t - now).min(Duration::from_millis(50)));
     };
-    let read = || {
-        std::fs::read_to_string("/proc/stat")
-            .ok()
-            .and_then(|t| engine::bw::parse_proc_stat(&t))
-    };
     if !wait_until(t0 + margin) {
         return None;
     }
-    let before = read()?;
+    let before = super::read_proc_stat()?;
     if !wait_until(t0 + total.saturating_sub(margin)) {
         return None;
     }
-    Some(engine::bw::system_cpu_util(before, read()?))
+    Some(engine::bw::system_cpu_util(
+        before,
+        super::read_proc_stat()?,
+    ))
 }
 
 /// The start line of the worker threads: opened once every one of them

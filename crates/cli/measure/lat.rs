@@ -457,13 +457,6 @@ impl LatMeasure {
     }
 }
 
-/// The user and idle jiffies of `/proc/stat`'s `cpu` line.
-fn read_proc_stat() -> Option<(u64, u64)> {
-    std::fs::read_to_string("/proc/stat")
-        .ok()
-        .and_then(|t| engine::bw::parse_proc_stat(&t))
-}
-
 impl LatMeasure {
     /// The size's figures: perftest's computation with
     /// `--perftest-stats` (when every sample was kept), else every sample.
@@ -650,7 +643,7 @@ impl Measure for LatMeasure {
         self.rec.reset();
         // perftest samples /proc/stat at the window's ends; here the whole
         // run of the size (margins included) is the span.
-        let cpu_before = self.cpu_util.then(read_proc_stat).flatten();
+        let cpu_before = self.cpu_util.then(super::read_proc_stat).flatten();
         let inline = size <= u64::from(self.cfg.inline_size);
         let (clock, rec) = (&self.clock, &mut self.rec);
         let run = |ch: Option<&Channel>, rec: &mut LatRecorder, watch: &PeerWatch| {
@@ -684,7 +677,7 @@ impl Measure for LatMeasure {
         };
         self.rate = rate;
         self.system_cpu = cpu_before
-            .zip(read_proc_stat())
+            .zip(super::read_proc_stat())
             .map(|(b, a)| engine::bw::system_cpu_util(b, a));
         if op == LatOp::Read {
             let bytes_checked = side.check_pattern(0, std::iter::once(0..size))?;

@@ -29,6 +29,14 @@ use crate::side::{Layout, Side};
 pub mod bw;
 pub mod lat;
 
+/// The user and idle jiffies of `/proc/stat`'s `cpu` line (perftest's
+/// `--cpu_util` reading).
+fn read_proc_stat() -> Option<(u64, u64)> {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|t| engine::bw::parse_proc_stat(&t))
+}
+
 /// Which side of the test this process is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
