@@ -63,17 +63,12 @@ impl BannerInfo {
         let _ = writeln!(s, "{RESULT_LINE}");
         // perftest: "%s " per word of the verb, then "Bidirectional ",
         // "Post List ", "BW " or "Latency ", then "Test".
-        let mut words: Vec<&str> = self.title.split(' ').collect();
-        if words.len() >= 3 && self.bandwidth {
-            let at = words.len() - 2;
-            if self.post_list > 1 {
-                words.insert(at, "List");
-                words.insert(at, "Post");
-            }
-            if self.bidirectional {
-                words.insert(at, "Bidirectional");
-            }
-        }
+        let (post_list, bidirectional) = if self.bandwidth {
+            (self.post_list, self.bidirectional)
+        } else {
+            (1, false)
+        };
+        let words = title_words(&self.title, post_list, bidirectional);
         let _ = writeln!(s, "                    {}", words.join(" "));
         let _ = writeln!(
             s,
@@ -118,6 +113,25 @@ impl BannerInfo {
         let _ = writeln!(s, "{RESULT_LINE}");
         s
     }
+}
+
+/// perftest's test name in words, as both its banner (joined by spaces)
+/// and its JSON `test` (joined by `_`) spell it: the title
+/// (`RDMA_Write BW Test`) with `Bidirectional` (`-b`) and `Post List`
+/// (`-l` above 1) before the metric.
+pub fn title_words(title: &str, post_list: u32, bidirectional: bool) -> Vec<&str> {
+    let mut words: Vec<&str> = title.split(' ').collect();
+    if words.len() >= 3 {
+        let at = words.len() - 2;
+        if post_list > 1 {
+            words.insert(at, "List");
+            words.insert(at, "Post");
+        }
+        if bidirectional {
+            words.insert(at, "Bidirectional");
+        }
+    }
+    words
 }
 
 /// One QP's address line, perftest's `BASIC_ADDR_FMT` (+ `READ_FMT` for

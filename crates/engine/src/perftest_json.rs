@@ -160,18 +160,9 @@ fn test_info(s: &mut String, title: &str, ctx: &RunContext) {
         ),
         ConfigRecord::Lat(c) => (1, 1, None, 1, false, c.inline_size),
     };
-    // "RDMA_Write BW Test" -> "RDMA_Write_BW_Test", with perftest's words
-    // for -b and -l before the metric.
-    let mut words: Vec<&str> = title.split(' ').collect();
-    if words.len() >= 3 {
-        let metric_at = words.len() - 2;
-        if post_list > 1 {
-            words.insert(metric_at, "Post_List");
-        }
-        if bidirectional {
-            words.insert(metric_at, "Bidirectional");
-        }
-    }
+    // "RDMA_Write BW Test" -> "RDMA_Write_BW_Test" (perftest's words for
+    // -b and -l included).
+    let words = crate::banner::title_words(title, post_list, bidirectional);
     let _ = writeln!(s, "\"test_info\": {{\n\"test\": \"{}\",", words.join("_"));
     let _ = writeln!(
         s,
