@@ -33,21 +33,9 @@ fn bin(test: &str) -> &'static str {
     }
 }
 
-/// The numeric rows under `header` (each field a number).
+/// The numeric rows under perftest's `header`.
 fn rows(stdout: &str, header: &str) -> Vec<Vec<f64>> {
-    assert!(
-        stdout.lines().any(|l| l == header),
-        "no perftest header {header:?} in:\n{stdout}"
-    );
-    stdout
-        .lines()
-        .filter(|l| l.starts_with(' ') && l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
-        .map(|l| {
-            l.split_whitespace()
-                .map(|f| f.parse().unwrap_or_else(|_| panic!("{f:?} in {l:?}")))
-                .collect()
-        })
-        .collect()
+    support::table_rows(stdout, header)
 }
 
 /// A corpus entry.
@@ -415,8 +403,7 @@ fn sl_tclass_and_flow_labels_reach_every_qp_on_both_sides() {
     );
     assert_ok(&c, "client");
     assert_ok(&s, "server");
-    let v: serde_json::Value =
-        serde_json::from_str(text(&c.stdout).lines().next().unwrap()).unwrap();
+    let v = &peers::json_lines(&c.stdout)[0];
     let paths = v["qp_paths"].as_array().unwrap_or_else(|| panic!("{v}"));
     assert_eq!(paths.len(), 3);
     // Read back from the device: SL and traffic class on every QP, the

@@ -26,17 +26,9 @@ const BW_HEADER: &str =
     " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]";
 const LAT_HEADER: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
 
-/// The numeric rows of a table whose header is `header`.
+/// The numeric rows under perftest's `header`.
 fn rows(stdout: &str, header: &str) -> Vec<Vec<f64>> {
-    assert!(
-        stdout.lines().any(|l| l == header),
-        "no perftest header {header:?} in:\n{stdout}"
-    );
-    stdout
-        .lines()
-        .filter(|l| l.starts_with(' ') && l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
-        .map(|l| l.split_whitespace().map(|f| f.parse().unwrap()).collect())
-        .collect()
+    support::table_rows(stdout, header)
 }
 
 fn sweep() -> Vec<f64> {

@@ -127,8 +127,7 @@ fn four_qps_over_two_threads() {
     );
     assert_ok(&c, "client");
     assert_ok(&s, "server");
-    let v: serde_json::Value =
-        serde_json::from_str(text(&c.stdout).lines().next().unwrap()).unwrap();
+    let v = peers::json_lines(&c.stdout).remove(0);
     assert_eq!(v["config"]["qps"], 4);
     assert_eq!(v["config"]["threads"], 2);
     assert_eq!(v["config"]["tx_depth"], 64);
@@ -144,8 +143,7 @@ fn duration_mode_measures_between_the_margins() {
     assert_ok(&c, "client");
     assert_ok(&s, "server");
     assert!(start.elapsed() >= Duration::from_secs(3));
-    let v: serde_json::Value =
-        serde_json::from_str(text(&c.stdout).lines().next().unwrap()).unwrap();
+    let v = peers::json_lines(&c.stdout).remove(0);
     let r = &v["result"];
     let elapsed = r["elapsed_s"].as_f64().unwrap();
     assert!(
@@ -163,8 +161,7 @@ fn bidirectional_sums_both_directions() {
     let (s, c) = pair(&["-b", "-s", "16384", "-n", "300", "--json", "-"], &[]);
     assert_ok(&c, "client");
     assert_ok(&s, "server");
-    let v: serde_json::Value =
-        serde_json::from_str(text(&c.stdout).lines().next().unwrap()).unwrap();
+    let v = peers::json_lines(&c.stdout).remove(0);
     assert_eq!(v["direction"], "bidirectional");
     let total = v["result"]["bw_avg_mib_s"].as_f64().unwrap();
     let peer = v["peer_result"]["bw_avg_mib_s"].as_f64().unwrap();

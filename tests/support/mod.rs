@@ -262,6 +262,25 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The numeric rows of a perftest table whose header is `header` (which
+/// must be there): every line that starts with a space and a digit, each
+/// field a number.
+pub fn table_rows(stdout: &str, header: &str) -> Vec<Vec<f64>> {
+    assert!(
+        stdout.lines().any(|l| l == header),
+        "no perftest header {header:?} in:\n{stdout}"
+    );
+    stdout
+        .lines()
+        .filter(|l| l.starts_with(' ') && l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| {
+            l.split_whitespace()
+                .map(|f| f.parse().unwrap_or_else(|_| panic!("{f:?} in {l:?}")))
+                .collect()
+        })
+        .collect()
+}
+
 /// A spawned binary that is killed when dropped unwaited (a failing test
 /// must not leave a spinning peer behind to starve the next test).
 pub struct Reaper(Option<std::process::Child>);
