@@ -396,7 +396,14 @@ fn a_persistent_server_serves_clients_one_after_another_and_frees_each_session()
     for n in 2..=12 {
         if n % 5 == 2 {
             let mut doomed = peers::client(READ_BW, &dev, port, &["-n", "10000000"]);
-            std::thread::sleep(Duration::from_secs(3));
+            // Killed once its session holds device resources (a fixed 3 s
+            // was sometimes before the server had even accepted it).
+            let until = std::time::Instant::now() + Duration::from_secs(20);
+            while support::resource_counts(&dev) == baseline.1 && std::time::Instant::now() < until
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            std::thread::sleep(Duration::from_secs(1));
             doomed.kill();
         } else {
             let size = sizes[n % sizes.len()];
