@@ -362,8 +362,9 @@ pub fn run_server(
 /// with [`Message::Busy`] (after reading its hello, within a short bound,
 /// so the answer is not lost to a reset) and drops any other connection,
 /// one line on stderr each, until `done` is set. A persistent server's
-/// client whose hello is read after the session ended is returned, to be
-/// served next (a client that retries at once after its session is not
+/// client whose hello is read after the session ended, or that ends within
+/// [`HANDOVER_GRACE`], is returned, to be served next (a client that
+/// starts or retries at once after its session is not
 /// told "busy").
 fn turn_away(
     program: &str,
@@ -394,7 +395,7 @@ fn turn_away(
         let Some(hello) = first_hello(program, &mut ch) else {
             continue;
         };
-        if conn.persistent && done.load(Ordering::Relaxed) {
+        if conn.persistent && ends_within(done, HANDOVER_GRACE) {
             ch.set_timeout(conn.timeout);
             return Some((ch, hello));
         }
@@ -409,6 +410,20 @@ fn turn_away(
         );
     }
     None
+}
+
+/// Whether `done` is set within `grace` (polled every 10 ms).
+fn ends_within(done: &AtomicBool, grace: Duration) -> bool {
+    let until = Instant::now() + grace;
+    loop {
+        if done.load(Ordering::Relaxed) {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// The `Hello` a new connection opens with, or `None` after one stderr
@@ -434,6 +449,11 @@ fn first_hello(program: &str, ch: &mut Channel) -> Option<Message> {
 /// Longest a busy server waits for a second client's hello before it drops
 /// the connection.
 const TURN_AWAY_BOUND: Duration = Duration::from_secs(2);
+/// How long a persistent server's busy thread waits for the session to
+/// end before it answers `Busy`: the session's client has its answer
+/// (results or a refusal) before the server has torn the session down, so
+/// a client started right after it would otherwise be told "busy".
+const HANDOVER_GRACE: Duration = Duration::from_secs(1);
 
 /// Waits for the next real client (until `deadline`, or for ever): a
 /// connection that is not a client — a port probe, a health check, junk,
