@@ -113,7 +113,8 @@ impl BoundQueuePair {
         Ok(())
     }
 
-    /// Posts one send work request from the bound region.
+    /// Posts one send work request from the bound region, on the queue
+    /// pair's [`crate::PostPath`].
     ///
     /// # Errors
     /// [`Error::InvalidArgument`], with nothing posted, when the local
@@ -138,7 +139,8 @@ impl BoundQueuePair {
         unsafe { self.qp.post_send(wr) }
     }
 
-    /// Posts a batch of send work requests from the bound region.
+    /// Posts a batch of send work requests from the bound region (one
+    /// `ibv_post_send`, or one `ibv_wr_start`/`ibv_wr_complete`).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`], with nothing posted, when a local range

@@ -9,6 +9,7 @@ use rdma_sys as ffi;
 
 use crate::cq::CompletionQueue;
 use crate::error::{Error, Result, check, check_ptr, errno_of, from_errno};
+use crate::extended::{PortAttrEx, VerbsContext};
 use crate::pd::ProtectionDomain;
 
 // rdma-sys 0.3's bindgen allowlist (`ibv_.*`) skips these exported symbols
@@ -88,6 +89,8 @@ unsafe fn device_name(dev: *mut ffi::ibv_device) -> String {
 
 pub(crate) struct ContextInner {
     raw: NonNull<ffi::ibv_context>,
+    /// The extended half of `raw`, looked up once at open.
+    vctx: Option<VerbsContext>,
     name: String,
 }
 
@@ -158,12 +161,20 @@ impl Context {
         // SAFETY: freed once; an opened context stays valid.
         unsafe { ffi::ibv_free_device_list(list.as_ptr()) };
         match opened {
-            Some(raw) => Ok(Self {
-                inner: Arc::new(ContextInner {
-                    raw: raw?,
-                    name: name.to_owned(),
-                }),
-            }),
+            Some(raw) => {
+                let raw = raw?;
+                // SAFETY: `raw` was just opened by `ibv_open_device`; it is
+                // closed only when `ContextInner` drops, and the
+                // `VerbsContext` lives inside it.
+                let vctx = unsafe { VerbsContext::of(raw) };
+                Ok(Self {
+                    inner: Arc::new(ContextInner {
+                        raw,
+                        vctx,
+                        name: name.to_owned(),
+                    }),
+                })
+            }
             None if names.is_empty() => Err(Error::NoDevices),
             None => Err(Error::NoSuchDevice {
                 name: name.to_owned(),
@@ -180,6 +191,18 @@ impl Context {
     /// The raw `ibv_context`; valid as long as `self` is.
     pub fn as_raw(&self) -> *mut ffi::ibv_context {
         self.inner.raw.as_ptr()
+    }
+
+    /// Whether libibverbs opened this device with the extended op table
+    /// (`struct verbs_context`, marked by `abi_compat ==
+    /// __VERBS_ABI_IS_EXTENDED`): the way to `ibv_create_qp_ex` and the
+    /// length-aware `ibv_query_port`. True for every current provider.
+    pub fn extended_verbs(&self) -> bool {
+        self.inner.vctx.is_some()
+    }
+
+    pub(crate) fn verbs_context(&self) -> Option<VerbsContext> {
+        self.inner.vctx
     }
 
     /// Device-wide limits and identity.
@@ -218,16 +241,39 @@ impl Context {
 
     /// Attributes of port `port` (1-based).
     ///
+    /// As rdma-core's `ibv_query_port` inline (`___ibv_query_port`): through
+    /// the extended op table's `query_port`, given the size of an
+    /// `ibv_port_attr` that ends with `active_speed_ex`, or, on a context
+    /// without one, through the exported compat `ibv_query_port`, which
+    /// fills the older prefix.
+    ///
     /// # Errors
     /// [`Error::NoSuchPort`] when the port does not exist, [`Error::Verb`]
     /// naming `ibv_query_port` otherwise.
     #[doc(alias = "ibv_query_port")]
     pub fn query_port(&self, port: u8) -> Result<PortAttributes> {
-        // SAFETY: `ibv_port_attr` is plain old data; all-zero is valid.
-        let mut attr: ffi::ibv_port_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: valid context and out-pointer to a full-size, zeroed
-        // `ibv_port_attr` (rdma-sys's compat path fills only its prefix).
-        let rc = unsafe { ffi::___ibv_query_port(self.as_raw(), port, &mut attr) };
+        let mut ex = PortAttrEx::zeroed();
+        let rc = match self.inner.vctx.and_then(|v| v.query_port()) {
+            // SAFETY: `query` is this open context's own extended
+            // `query_port` (found by `VerbsContext`); `ex` is a zeroed,
+            // writable buffer of exactly the length passed, alive across
+            // the call; libibverbs writes at most that many bytes (it
+            // zeroes and fills a shorter struct of its own, or copies that
+            // many bytes of a longer one).
+            Some(query) => unsafe {
+                query(
+                    self.as_raw(),
+                    port,
+                    (&raw mut ex).cast(),
+                    std::mem::size_of::<PortAttrEx>(),
+                )
+            },
+            // SAFETY: valid context; `ex` is zeroed (as verbs.h's inline
+            // does before this call) and larger than the compat struct,
+            // of which the exported symbol fills only the prefix.
+            None => unsafe { ffi::ibv_query_port(self.as_raw(), port, (&raw mut ex).cast()) },
+        };
+        let attr = ex.attr;
         if rc != 0 {
             let errno = errno_of(rc);
             if errno == libc::EINVAL {
@@ -252,6 +298,12 @@ impl Context {
             lid: attr.lid,
             active_width: attr.active_width,
             active_speed: attr.active_speed,
+            active_speed_ex: if ex.active_speed_ex != 0 {
+                ex.active_speed_ex
+            } else {
+                u32::from(attr.active_speed)
+            },
+            active_speed_ex_reported: ex.active_speed_ex != 0,
             phys_state: attr.phys_state,
             link_layer: LinkLayer::from_raw(attr.link_layer),
         })
@@ -601,8 +653,22 @@ pub struct PortAttributes {
     /// Raw `active_width` (1 = 1X, 2 = 4X, 4 = 8X, 8 = 12X, 16 = 2X).
     pub active_width: u8,
     /// Raw `active_speed` (1 SDR, 2 DDR, 4 QDR, 8 FDR10, 16 FDR, 32 EDR,
-    /// 64 HDR, 128 NDR).
+    /// 64 HDR, 128 NDR). Cannot say XDR: see
+    /// [`PortAttributes::active_speed_ex`].
     pub active_speed: u8,
+    /// The active speed in the wider code of `active_speed_ex` (the values
+    /// of `active_speed`, and 256 XDR): the value libibverbs reported
+    /// through the extended `query_port` when it reported one (an rdma-core
+    /// whose `ibv_port_attr` has the field, on a kernel that fills it: so
+    /// XDR ports are seen), else
+    /// `active_speed` (older libraries or kernels leave the field 0, and
+    /// then no speed beyond NDR exists to report). Never 0 for a port with
+    /// a speed.
+    pub active_speed_ex: u32,
+    /// Whether [`PortAttributes::active_speed_ex`] came from the device
+    /// (nonzero `active_speed_ex` reported), rather than from
+    /// `active_speed`.
+    pub active_speed_ex_reported: bool,
     /// Raw physical state (5 = LinkUp).
     pub phys_state: u8,
     /// Link layer.

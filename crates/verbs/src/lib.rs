@@ -52,6 +52,25 @@
 //! workspace: it owns a QP and an `Arc` of the one region all its work
 //! uses, checks every post against that region, and drops the QP first.
 //!
+//! # Two post paths
+//! A queue pair posts send work either with `ibv_post_send`
+//! ([`PostPath::Classic`], [`ProtectionDomain::create_rc_qp`]) or, as
+//! perftest does by default, with the `ibv_wr_*` builders on a QP made by
+//! `ibv_create_qp_ex` ([`PostPath::Extended`],
+//! [`ProtectionDomain::create_rc_qp_on`]); [`QueuePair::post_path`] says
+//! which one a QP got (a device without the extended path falls back to
+//! the classic one). Both take the same [`SendWr`] and [`SendBatch`], make
+//! the same checks, carry the same safety contract and post the same work:
+//! the extended request is translated from the classic `ibv_send_wr`. A
+//! batch is one `ibv_wr_start`/`ibv_wr_complete`. Receives always use
+//! `ibv_post_recv`.
+//!
+//! rdma-sys 0.3.0 cannot reach the extended verbs (its `verbs_get_ctx`
+//! tests the ABI sentinel against `u32::MAX`, not `UINTPTR_MAX`), so this
+//! crate looks the extended op table up itself, as rdma-core's `verbs.h`
+//! does; [`Context::query_port`] uses it too, which is how
+//! [`PortAttributes::active_speed_ex`] (XDR) is read.
+//!
 //! # Memory shared with the device
 //! No safe function hands out a reference to a region's bytes: the device
 //! and peers write them outside Rust's view. [`MemoryRegion`] offers atomic
@@ -70,12 +89,14 @@ mod bound;
 mod context;
 mod cq;
 mod error;
+mod extended;
 mod mr;
 mod pd;
 mod qp;
 mod shared;
 pub mod tsc;
 mod wr;
+mod wr_ex;
 
 pub use bound::BoundQueuePair;
 pub use context::{
@@ -86,7 +107,7 @@ pub use cq::{CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
 pub use error::{Error, Result};
 pub use mr::{AccessFlags, HUGE_PAGE, LocalSge, MemoryRegion, RemoteMemory};
 pub use pd::ProtectionDomain;
-pub use qp::{ConnectOptions, Endpoint, PathAttr, QpState, QueuePair, QueuePairCaps};
+pub use qp::{ConnectOptions, Endpoint, PathAttr, PostPath, QpState, QueuePair, QueuePairCaps};
 /// The raw bindings, for what this crate does not wrap.
 pub use rdma_sys as ffi;
 pub use wr::{BatchFull, Op, RecvBatch, SendBatch, SendWr};

@@ -10,7 +10,7 @@ use crate::context::Context;
 use crate::cq::CompletionQueue;
 use crate::error::{Result, check_ptr};
 use crate::mr::{AccessFlags, MemoryRegion};
-use crate::qp::{QueuePair, QueuePairCaps};
+use crate::qp::{PostPath, QueuePair, QueuePairCaps};
 
 pub(crate) struct PdInner {
     pub(crate) raw: NonNull<ffi::ibv_pd>,
@@ -91,7 +91,7 @@ impl ProtectionDomain {
     /// [`crate::HUGE_PAGE`]); fails when none are reserved.
     ///
     /// # Errors
-    /// As [`ProtectionDomain::allocate`], and [`Error::InvalidArgument`]
+    /// As [`ProtectionDomain::allocate`], and [`crate::Error::InvalidArgument`]
     /// when the huge pages cannot be mapped.
     pub fn allocate_huge(&self, len: usize, access: AccessFlags) -> Result<MemoryRegion> {
         MemoryRegion::allocate_huge(self.clone(), len, access)
@@ -110,6 +110,37 @@ impl ProtectionDomain {
         recv_cq: &CompletionQueue,
         caps: &QueuePairCaps,
     ) -> Result<QueuePair> {
-        QueuePair::create_rc(self.clone(), send_cq.clone(), recv_cq.clone(), caps)
+        QueuePair::create_rc(
+            self.clone(),
+            send_cq.clone(),
+            recv_cq.clone(),
+            caps,
+            PostPath::Classic,
+        )
+    }
+
+    /// Creates an RC queue pair in the RESET state that posts on `path`.
+    ///
+    /// [`PostPath::Extended`] creates it with `ibv_create_qp_ex`, asking
+    /// for the send ops of every [`crate::Op`], so that
+    /// [`QueuePair::post_send`] and [`QueuePair::post_batch`] (and
+    /// [`crate::BoundQueuePair`]'s) post through `ibv_wr_*`. It falls back
+    /// to a classic QP, which [`QueuePair::post_path`] then reports, when
+    /// the context has no extended op table or no `create_qp_ex`, when the
+    /// provider answers `EOPNOTSUPP`, or when it leaves a needed builder
+    /// unset. [`PostPath::Classic`] is [`ProtectionDomain::create_rc_qp`].
+    ///
+    /// # Errors
+    /// As [`ProtectionDomain::create_rc_qp`]; on the extended path
+    /// [`crate::Error::Verb`] may name `ibv_create_qp_ex`.
+    #[doc(alias = "ibv_create_qp_ex")]
+    pub fn create_rc_qp_on(
+        &self,
+        send_cq: &CompletionQueue,
+        recv_cq: &CompletionQueue,
+        caps: &QueuePairCaps,
+        path: PostPath,
+    ) -> Result<QueuePair> {
+        QueuePair::create_rc(self.clone(), send_cq.clone(), recv_cq.clone(), caps, path)
     }
 }

@@ -12,6 +12,46 @@ use crate::error::{Error, Result, check_ptr, errno_of};
 use crate::mr::{AccessFlags, LocalSge};
 use crate::pd::ProtectionDomain;
 use crate::wr::{RecvBatch, SendBatch, SendWr, zeroed_send_wr};
+use crate::wr_ex;
+
+/// How a queue pair posts send work requests.
+///
+/// perftest posts through the `ibv_wr_*` builders by default and keeps
+/// `ibv_post_send` behind `--use_old_post_send`; both post the same work.
+/// [`ProtectionDomain::create_rc_qp_on`] asks for one, and
+/// [`QueuePair::post_path`] says which one a queue pair got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PostPath {
+    /// `ibv_post_send` with a linked list of `ibv_send_wr`.
+    #[default]
+    Classic,
+    /// `ibv_wr_start`, one `ibv_wr_*` builder and data setter per request
+    /// (`qpx->wr_id` and `qpx->wr_flags` set for each), `ibv_wr_complete`,
+    /// on a QP created by `ibv_create_qp_ex` with the send ops of every
+    /// [`crate::Op`].
+    Extended,
+}
+
+impl fmt::Display for PostPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Classic => "ibv_post_send",
+            Self::Extended => "ibv_wr_*",
+        })
+    }
+}
+
+/// The send ops an extended QP is created with: every [`crate::Op`].
+const SEND_OPS: u64 = {
+    use ffi::ibv_qp_create_send_ops_flags as f;
+    (f::IBV_QP_EX_WITH_RDMA_WRITE.0
+        | f::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM.0
+        | f::IBV_QP_EX_WITH_RDMA_READ.0
+        | f::IBV_QP_EX_WITH_SEND.0
+        | f::IBV_QP_EX_WITH_SEND_WITH_IMM.0
+        | f::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD.0
+        | f::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP.0) as u64
+};
 
 /// Queue sizes and limits of a queue pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,6 +240,14 @@ impl QpState {
     }
 }
 
+/// A created QP: its handle, its extended view when it posts through
+/// `ibv_wr_*`, and the caps the create verb wrote back.
+type Created = (
+    NonNull<ffi::ibv_qp>,
+    Option<NonNull<ffi::ibv_qp_ex>>,
+    ffi::ibv_qp_cap,
+);
+
 const PSN_MASK: u32 = 0x00ff_ffff;
 
 /// Attempts at the RTR transition when address resolution times out.
@@ -218,6 +266,11 @@ pub struct QueuePair {
     // Field order does not matter for destruction: `Drop` destroys `raw`
     // before any field (and so any parent) is released.
     raw: NonNull<ffi::ibv_qp>,
+    /// The extended view of `raw` (inside the same provider object, freed
+    /// with it) when posts go through `ibv_wr_*`: set only for a QP made by
+    /// `ibv_create_qp_ex` with [`SEND_OPS`] whose provider filled every
+    /// builder the extended path calls ([`wr_ex::has_builders`]).
+    ex: Option<NonNull<ffi::ibv_qp_ex>>,
     caps: QueuePairCaps,
     device: String,
     pd: ProtectionDomain,
@@ -226,7 +279,8 @@ pub struct QueuePair {
 }
 
 // SAFETY: see the type's thread-safety section: libibverbs allows every
-// verb on a QP from any thread; the pointer is freed only in `Drop`.
+// verb on a QP from any thread (the `ibv_wr_*` critical section included:
+// the provider locks it); the pointers are freed only in `Drop`.
 unsafe impl Send for QueuePair {}
 // SAFETY: as for `Send`; `&self` methods are verbs libibverbs makes safe
 // to call concurrently.
@@ -238,13 +292,16 @@ impl fmt::Debug for QueuePair {
             .field("device", &self.device)
             .field("qpn", &format_args!("{:#x}", self.qpn()))
             .field("caps", &self.caps)
+            .field("post_path", &self.post_path())
             .finish()
     }
 }
 
 impl Drop for QueuePair {
     fn drop(&mut self) {
-        // SAFETY: `raw` came from `ibv_create_qp` and is destroyed once;
+        // SAFETY: `raw` came from `ibv_create_qp` or `ibv_create_qp_ex`
+        // and is destroyed once (`ex`, part of the same object, is not used
+        // after);
         // the PD and CQs are fields, still alive here. Outstanding work is
         // flushed by the provider.
         let rc = unsafe { ffi::ibv_destroy_qp(self.raw.as_ptr()) };
@@ -258,28 +315,41 @@ impl QueuePair {
         send_cq: CompletionQueue,
         recv_cq: CompletionQueue,
         caps: &QueuePairCaps,
+        path: PostPath,
     ) -> Result<Self> {
         if caps.max_send_wr == 0 {
             return Err(Error::InvalidArgument(
                 "queue pair send queue depth (max_send_wr) must be at least 1".into(),
             ));
         }
-        // SAFETY: plain old data; all-zero is valid.
-        let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        init.send_cq = send_cq.as_raw();
-        init.recv_cq = recv_cq.as_raw();
-        init.cap = caps.to_raw();
-        init.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
-        init.sq_sig_all = 0;
-        // SAFETY: valid PD and CQs (all held by the returned value); `init`
-        // is a valid attribute block the verb reads and updates.
-        let raw = check_ptr("ibv_create_qp", unsafe {
-            ffi::ibv_create_qp(pd.as_raw(), &mut init)
-        })?;
+        let created = match path {
+            PostPath::Extended => Self::create_ex(&pd, &send_cq, &recv_cq, caps)?,
+            PostPath::Classic => None,
+        };
+        let (raw, ex, granted) = match created {
+            Some(created) => created,
+            None => {
+                // SAFETY: plain old data; all-zero is valid.
+                let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+                init.send_cq = send_cq.as_raw();
+                init.recv_cq = recv_cq.as_raw();
+                init.cap = caps.to_raw();
+                init.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
+                init.sq_sig_all = 0;
+                // SAFETY: valid PD and CQs (all held by the returned
+                // value); `init` is a valid attribute block the verb reads
+                // and updates.
+                let raw = check_ptr("ibv_create_qp", unsafe {
+                    ffi::ibv_create_qp(pd.as_raw(), &mut init)
+                })?;
+                (raw, None, init.cap)
+            }
+        };
         let device = pd.context().name().to_owned();
         let mut qp = Self {
             raw,
-            caps: QueuePairCaps::from_raw(&init.cap),
+            ex,
+            caps: QueuePairCaps::from_raw(&granted),
             device,
             pd,
             send_cq,
@@ -296,6 +366,73 @@ impl QueuePair {
             max_inline_data: qp.caps.max_inline_data,
         };
         Ok(qp)
+    }
+
+    /// Creates the QP with `ibv_create_qp_ex` and the send ops of every
+    /// [`crate::Op`], through the context's extended op table. `Ok(None)`
+    /// when that path is not there: no extended table or no
+    /// `create_qp_ex` in it, or the provider answers `EOPNOTSUPP` (e.g. it
+    /// takes no `send_ops_flags`); the caller then creates a classic QP.
+    /// The QP it returns posts through `ibv_wr_*` only if
+    /// `ibv_qp_to_qp_ex` gives its extended view and the provider filled
+    /// every builder used; otherwise it is returned without one and posts
+    /// classically (`ibv_post_send` works on any QP).
+    fn create_ex(
+        pd: &ProtectionDomain,
+        send_cq: &CompletionQueue,
+        recv_cq: &CompletionQueue,
+        caps: &QueuePairCaps,
+    ) -> Result<Option<Created>> {
+        let ctx = pd.context();
+        let Some(create) = ctx.verbs_context().and_then(|v| v.create_qp_ex()) else {
+            return Ok(None);
+        };
+        use ffi::ibv_qp_init_attr_mask as mask;
+        // SAFETY: plain old data; all-zero is valid (null pointers, no
+        // optional member asked for beyond `comp_mask`).
+        let mut init: ffi::ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
+        init.send_cq = send_cq.as_raw();
+        init.recv_cq = recv_cq.as_raw();
+        init.cap = caps.to_raw();
+        init.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
+        init.sq_sig_all = 0;
+        init.comp_mask = (mask::IBV_QP_INIT_ATTR_PD | mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS).0;
+        init.pd = pd.as_raw();
+        init.send_ops_flags = SEND_OPS;
+        // SAFETY: `create` is the context's own `create_qp_ex` (found by
+        // `VerbsContext`, valid while the context is open, which `pd`
+        // keeps it); the context, PD and CQs are live and held by the
+        // returned value; `init` is a fully initialised attribute block of
+        // the bindings' size whose `comp_mask` names only members set
+        // here, and lives across the call, which reads it and writes back
+        // the granted caps.
+        let raw = unsafe { create(ctx.as_raw(), &mut init) };
+        let raw = match check_ptr("ibv_create_qp_ex", raw) {
+            Ok(raw) => raw,
+            Err(Error::Unsupported { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        // SAFETY: `raw` is a live QP just created by libibverbs; the call
+        // only looks at it.
+        let qpx = unsafe { ffi::ibv_qp_to_qp_ex(raw.as_ptr()) };
+        let ex = NonNull::new(qpx).filter(|&qpx| {
+            // SAFETY: a non-null `ibv_qp_to_qp_ex` result is the live
+            // extended view of `raw`.
+            unsafe { wr_ex::has_builders(qpx) }
+        });
+        Ok(Some((raw, ex, init.cap)))
+    }
+
+    /// Whether send work requests go through `ibv_post_send` or the
+    /// `ibv_wr_*` builders. A QP asked for on [`PostPath::Extended`] is
+    /// [`PostPath::Classic`] when the device or its provider has no
+    /// extended path (see [`ProtectionDomain::create_rc_qp_on`]).
+    pub fn post_path(&self) -> PostPath {
+        if self.ex.is_some() {
+            PostPath::Extended
+        } else {
+            PostPath::Classic
+        }
     }
 
     /// Queue pair number.
@@ -563,7 +700,9 @@ impl QueuePair {
         Ok(())
     }
 
-    /// Posts one send work request (RDMA WRITE, READ, SEND or an atomic).
+    /// Posts one send work request (RDMA WRITE, READ, SEND or an atomic),
+    /// with `ibv_post_send` or, on the [`PostPath::Extended`] path, inside
+    /// one `ibv_wr_start`/`ibv_wr_complete` (the same request either way).
     ///
     /// # Safety
     /// The memory `wr.local` names must stay allocated and registered (its
@@ -588,10 +727,12 @@ impl QueuePair {
     /// [`Error::InvalidArgument`], with nothing posted, for an inline
     /// payload above the QP's inline limit, an inline READ or atomic, or an
     /// atomic whose local entry is not 8 bytes or whose remote address is
-    /// not 8-byte aligned; [`Error::Post`] when `ibv_post_send` refuses
-    /// (e.g. `ENOMEM` when the send queue is full).
+    /// not 8-byte aligned; [`Error::Post`] when `ibv_post_send` (or
+    /// `ibv_wr_complete`) refuses (e.g. `ENOMEM` when the send queue is
+    /// full).
     #[inline]
     #[doc(alias = "ibv_post_send")]
+    #[doc(alias = "ibv_wr_start")]
     pub unsafe fn post_send(&self, wr: &SendWr) -> Result<()> {
         if let Some(why) = wr.refusal() {
             return Err(refused(why));
@@ -600,6 +741,19 @@ impl QueuePair {
         let mut raw = zeroed_send_wr();
         let mut sge = LocalSge::default().to_raw();
         wr.fill(&mut raw, &mut sge);
+        if let Some(qpx) = self.ex {
+            // SAFETY: `qpx` is this QP's live extended view, created with
+            // the send ops of every `Op` and checked by `has_builders`
+            // (`ex`'s invariant); the request passed the checks above; the
+            // caller upholds the contract on the memory `wr.local` names.
+            let rc = unsafe {
+                wr_ex::post_list(qpx, std::slice::from_ref(&raw), std::slice::from_ref(&sge))
+            };
+            if rc != 0 {
+                return Err(self.post_failed("ibv_wr_complete", rc));
+            }
+            return Ok(());
+        }
         raw.sg_list = &mut sge;
         let mut bad = std::ptr::null_mut();
         // SAFETY: valid QP (alive while `self` is); `raw` is one fully
@@ -615,16 +769,19 @@ impl QueuePair {
         Ok(())
     }
 
-    /// Posts every work request of `batch` with one `ibv_post_send`.
+    /// Posts every work request of `batch` with one `ibv_post_send`, or,
+    /// on the [`PostPath::Extended`] path, inside one
+    /// `ibv_wr_start`/`ibv_wr_complete`.
     ///
     /// # Safety
     /// As for [`QueuePair::post_send`], for every request in the batch.
     ///
     /// # Errors
     /// As for [`QueuePair::post_send`] (a refused request refuses the whole
-    /// batch, with nothing posted). On [`Error::Post`] some leading requests
-    /// may have been posted (libibverbs reports the first bad one); treat
-    /// the QP as unusable.
+    /// batch, with nothing posted). On [`Error::Post`] from `ibv_post_send`
+    /// some leading requests may have been posted (libibverbs reports the
+    /// first bad one); treat the QP as unusable. `ibv_wr_complete` posts
+    /// all or nothing.
     #[inline]
     pub unsafe fn post_batch(&self, batch: &mut SendBatch) -> Result<()> {
         if batch.is_empty() {
@@ -634,6 +791,17 @@ impl QueuePair {
             return Err(refused(why));
         }
         self.check_inline(true, batch.max_inline)?;
+        if let Some(qpx) = self.ex {
+            // SAFETY: as in `post_send`, for every request of the batch:
+            // each passed the checks `post_send` makes (`refusal` and the
+            // inline length, recorded at push and checked above), and
+            // `wrs[i]`/`sges[i]` are request `i` as `fill` built it.
+            let rc = unsafe { wr_ex::post_list(qpx, &batch.wrs, &batch.sges) };
+            if rc != 0 {
+                return Err(self.post_failed("ibv_wr_complete", rc));
+            }
+            return Ok(());
+        }
         let wrs = link_list(&mut batch.wrs, &mut batch.sges);
         let mut bad = std::ptr::null_mut();
         // SAFETY: valid QP; `wrs` heads a list of `n` requests, request `i`
