@@ -58,10 +58,12 @@ pub enum Error {
     /// A caller-supplied argument is out of range; the message says which.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// `ibv_post_send`/`ibv_post_recv` rejected a work request.
+    /// `ibv_post_send`/`ibv_wr_complete`/`ibv_post_recv` rejected a work
+    /// request.
     #[error("{verb} on QPN {qpn:#x} failed: {source}")]
     Post {
-        /// `ibv_post_send` or `ibv_post_recv`.
+        /// `ibv_post_send`, `ibv_wr_complete` (the extended post path) or
+        /// `ibv_post_recv`.
         verb: &'static str,
         /// Queue pair number.
         qpn: u32,

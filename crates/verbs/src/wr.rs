@@ -400,13 +400,15 @@ pub(crate) fn zeroed_send_wr() -> ffi::ibv_send_wr {
     unsafe { std::mem::zeroed() }
 }
 
-/// A reusable list of send work requests posted with one `ibv_post_send`
+/// A reusable list of send work requests posted with one `ibv_post_send`,
+/// or one `ibv_wr_start`/`ibv_wr_complete` on the extended post path
 /// (perftest's `--post_list`). Its storage is allocated once, at
 /// construction; pushing, clearing and posting allocate nothing.
 pub struct SendBatch {
     // Invariant: `wrs.len() == sges.len() <= capacity <= both vectors'
     // allocated capacity`, so pushing never reallocates. The `sg_list` and
-    // `next` pointers of `wrs` are set at post time only.
+    // `next` pointers of `wrs` are set at post time only (by the classic
+    // path; the extended one reads `wrs[i]` with `sges[i]` and no pointer).
     pub(crate) wrs: Vec<ffi::ibv_send_wr>,
     pub(crate) sges: Vec<ffi::ibv_sge>,
     capacity: usize,
