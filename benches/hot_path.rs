@@ -104,6 +104,7 @@ fn reports(c: &mut Criterion) {
         cpu_ns: 13_000_000,
         wall_ns: 13_100_000,
         system_cpu_pct: Some(12.5),
+        operations: 5000,
     });
     let style = TableStyle {
         unit: Unit::MibPerSec,

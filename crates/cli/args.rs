@@ -13,7 +13,7 @@ use engine::config::{BwConfig, DurationMode, TestConfig};
 use engine::lat::{LatConfig, Percentile, parse_max_latency};
 use engine::link::{self, ExpectRate};
 use engine::perftest_json::OutputFigure;
-use engine::spec::{Metric, TestSpec};
+use engine::spec::{Metric, TestSpec, Verb};
 
 use crate::UsageError;
 
@@ -146,6 +146,17 @@ pub struct Cli {
     /// Both sides run the test at once; reports the sum.
     #[arg(short = 'b', long = "bidirectional")]
     pub bidirectional: bool,
+    /// Receives kept posted per QP by the receiving side (default 512, at
+    /// most the iterations, made even: perftest's rule).
+    #[arg(short = 'r', long = "rx-depth", value_name = "DEPTH")]
+    pub rx_depth: Option<u32>,
+    /// Atomic operation: FETCH_AND_ADD (default) or CMP_AND_SWAP.
+    #[arg(short = 'A', long = "atomic_type", value_name = "TYPE", value_parser = atomic_type_arg)]
+    pub atomic_type: Option<engine::spec::Verb>,
+    /// RDMA WRITE with immediate instead of RDMA WRITE: each write consumes
+    /// a receive on the server, which counts them.
+    #[arg(long = "write_with_imm")]
+    pub write_with_imm: bool,
     /// Report Gb/s (10^9 bit/s) instead of MiB/s.
     #[arg(long = "report_gbits")]
     pub report_gbits: bool,
@@ -348,6 +359,11 @@ fn applies(spec: TestSpec, id: &str) -> bool {
     match id {
         // perftest: "Inline feature not available on READ/Atomic verbs".
         "inline_size" => !spec.data_to_initiator(),
+        // perftest accepts -r on the write tests too (it sizes the ring of
+        // --write_with_imm there).
+        "rx_depth" => matches!(spec.verb, Verb::Send | Verb::Write),
+        "atomic_type" => spec.is_atomic(),
+        "write_with_imm" => spec == TestSpec::WRITE_BW,
         // perftest: "Setting Outstanding reads only available on READ verb".
         "outs" => spec.uses_outstanding_reads(),
         _ => true,
@@ -359,7 +375,7 @@ fn applies(spec: TestSpec, id: &str) -> bool {
 pub fn command(spec: TestSpec) -> clap::Command {
     let d = spec.defaults();
     let mut cmd = crate::perftest_flags::extend(Cli::command())
-        .name(spec.name())
+        .name(spec.binary())
         .about(format!(
             "{} ({} equivalent). Run without SERVER on one host (the server), \
              with SERVER on the other (the client); the client's flags configure both sides.",
@@ -404,7 +420,7 @@ pub fn command(spec: TestSpec) -> clap::Command {
 }
 
 fn perftest_name(spec: TestSpec) -> String {
-    format!("ib_{}", spec.name())
+    format!("ib_{}", spec.binary())
 }
 
 /// How a flag reads in messages, e.g. `-Q/--cq-mod`.
@@ -451,7 +467,7 @@ pub fn parse_from(
     let cmd = command(spec);
     let matches = cmd.clone().get_matches_from(args);
     let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
-    if let Some(refusal) = crate::perftest_flags::refusal(&matches, spec.name()) {
+    if let Some(refusal) = crate::perftest_flags::refusal(&matches, spec.binary()) {
         return Err(UsageError(refusal));
     }
     for a in cmd.get_arguments() {
@@ -469,14 +485,24 @@ pub fn parse_from(
             } else if LAT_ONLY.contains(&id) {
                 "the latency tests"
             } else if id == "outs" {
-                "the read tests"
+                "the read and atomic tests"
+            } else if id == "rx_depth" {
+                "the send and write tests"
+            } else if id == "atomic_type" {
+                "the atomic tests"
+            } else if id == "write_with_imm" && spec == TestSpec::WRITE_LAT {
+                return Err(UsageError(format!(
+                    "--write_with_imm: not supported by {spec} yet (perftest's flag for RDMA WRITE \
+                     with immediate); write_bw has it"
+                )));
             } else {
+                // inline_size and write_with_imm.
                 "the write tests"
             };
             return Err(UsageError(format!(
                 "{}: not an option of {}: it belongs to {belongs}",
                 flag_name(&cmd, id),
-                spec.name(),
+                spec.binary(),
             )));
         }
     }
@@ -604,6 +630,21 @@ impl Cli {
     pub fn bw_config(&self, spec: TestSpec) -> Result<Adjusted<BwConfig>, UsageError> {
         let d = spec.defaults();
         let mut notes = Vec::new();
+        if spec.is_atomic() {
+            // perftest: "Message size cannot be changed for Atomic tests".
+            if let Some(s) = self.run.size.filter(|&s| s != d.size) {
+                return Err(UsageError(format!(
+                    "-s/--size: {s}: message size cannot be changed for atomic tests (they operate on {} bytes)",
+                    d.size
+                )));
+            }
+            if self.run.all {
+                return Err(UsageError(format!(
+                    "-a/--all: message size cannot be changed for atomic tests (they operate on {} bytes)",
+                    d.size
+                )));
+            }
+        }
         let sizes = self.sizes(d.size, &mut notes);
         let iters = self.iters(spec);
         let duration = self.duration_mode();
@@ -636,6 +677,7 @@ impl Cli {
             None if !self.run.all && sizes[0] > 8192 => 1,
             None => 100.min(tx_depth.max(1)),
         };
+        let counts_every_operation = spec.receives(self.write_with_imm) || spec.is_atomic();
         let cfg = BwConfig {
             sizes,
             iters,
@@ -651,8 +693,28 @@ impl Cli {
             outs: self.outs.unwrap_or(0),
             path: self.path(),
             endless: self.run_infinitely,
-            warm_up: self.perform_warm_up,
+            warm_up: self.perform_warm_up && !counts_every_operation,
+            rx_depth: engine::config::effective_rx_depth(
+                self.rx_depth.unwrap_or(engine::config::DEFAULT_RX_DEPTH),
+                duration.is_none().then_some(iters),
+            ),
+            write_with_imm: self.write_with_imm,
         };
+        if self.perform_warm_up && counts_every_operation {
+            notes.push(
+                "--perform_warm_up: no warm-up where the peer counts every operation (its receives, \
+                 or an atomic target's words); perftest skips it for writes with immediate too"
+                    .into(),
+            );
+        }
+        if let Some(r) = self.rx_depth
+            && (r == 0 || r > engine::config::MAX_RX_DEPTH)
+        {
+            return Err(UsageError(format!(
+                "-r/--rx-depth: rx depth {r} is outside 1..={} (perftest's limit)",
+                engine::config::MAX_RX_DEPTH
+            )));
+        }
         let cfg = self.checked(spec, cfg)?;
         if !self.no_peak && !self.shows_peak(&cfg) {
             notes.push(NO_PEAK_WARNING.into());
@@ -680,6 +742,10 @@ impl Cli {
             mtu: self.run.mtu,
             outs: self.outs.unwrap_or(0),
             path: self.path(),
+            rx_depth: engine::config::effective_rx_depth(
+                self.rx_depth.unwrap_or(engine::config::DEFAULT_RX_DEPTH),
+                self.duration_mode().is_none().then(|| self.iters(spec)),
+            ),
         };
         let cfg = self.checked(spec, cfg)?;
         if self.cpu_util && cfg.duration.is_none() {
@@ -734,6 +800,20 @@ impl Cli {
             (None, None) if self.disable_numa => Placement::Unbound,
             (None, None) => Placement::NicNode,
         }
+    }
+}
+
+/// Parses `-A/--atomic_type` (perftest's names).
+///
+/// # Errors
+/// A message naming the value and the two types.
+pub fn atomic_type_arg(s: &str) -> Result<engine::spec::Verb, String> {
+    match s {
+        "FETCH_AND_ADD" => Ok(engine::spec::Verb::FetchAdd),
+        "CMP_AND_SWAP" => Ok(engine::spec::Verb::CmpSwap),
+        _ => Err(format!(
+            "{s:?} is not an atomic type (perftest's are CMP_AND_SWAP and FETCH_AND_ADD)"
+        )),
     }
 }
 

@@ -47,11 +47,6 @@ const CRYPTO: &str = "AES-XTS encryption";
 /// Every perftest flag of these tests that rdmaperf refuses.
 pub const REFUSED: &[Refused] = &[
     // Letters.
-    value(
-        Some('A'),
-        "atomic_type",
-        "atomic operations (the atomic tests)",
-    ),
     value(Some('B'), "source_mac", RAW_ETH),
     flag(Some('C'), "report-cycles", "reporting in CPU cycles"),
     value(Some('E'), "dest_mac", RAW_ETH),
@@ -65,7 +60,6 @@ pub const REFUSED: &[Refused] = &[
     value(Some('M'), "MGID", "multicast"),
     flag(Some('O'), "dualport", "dual-port runs"),
     flag(Some('P'), "client", RAW_ETH),
-    value(Some('r'), "rx-depth", "receive queues (the send tests)"),
     flag(Some('R'), "rdma_cm", RDMA_CM),
     value(
         Some('T'),
@@ -160,7 +154,6 @@ pub const REFUSED: &[Refused] = &[
         "bind_source_ip",
         "choosing the control connection's source",
     ),
-    flag(None, "write_with_imm", "RDMA WRITE with immediate"),
     flag(
         None,
         "send_with_imm",

@@ -51,7 +51,7 @@ pub fn main(spec: TestSpec) -> ExitCode {
             .context("installing the SIGINT/SIGTERM handlers")?;
             run(spec, &parsed)
         });
-    crate::finish(spec.name(), result)
+    crate::finish(spec.binary(), result)
 }
 
 /// Runs `spec` with the parsed flags.
@@ -82,6 +82,12 @@ pub fn run(spec: TestSpec, parsed: &Parsed) -> anyhow::Result<u8> {
     {
         eprintln!("{line}");
     }
+    // atomic_bw: -A picks the operation (the client's; a server runs
+    // what its client asks).
+    let spec = match cli.atomic_type {
+        Some(verb) if cli.conn.server.is_some() => spec.with_atomic(verb),
+        _ => spec,
+    };
     match (spec.metric, &cli.conn.server) {
         (Metric::Bw, Some(server)) => run_client::<BwMeasure>(spec, cli, server),
         (Metric::Lat, Some(server)) => run_client::<LatMeasure>(spec, cli, server),
@@ -143,6 +149,7 @@ fn banner<M: Measure>(
         qps: 1,
         tx_depth: None,
         post_list: 1,
+        rx_depth: None,
         cq_mod: 1,
         poll_batch: 1,
         bidirectional: false,
@@ -187,6 +194,7 @@ fn context<M: Measure>(
         role: role.name(),
         config: m.config().record(),
         direction: None,
+        measured_on: None,
         mtu: mtu.bytes(),
         local: with_mtu(local),
         remote: with_mtu(remote),
@@ -429,7 +437,7 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
             };
             let peer = decode::<M::Outcome>(peer, "the server's")?;
             show_progress("");
-            if let Some(shown) = m.shown(Role::Client, size, mine.as_ref(), peer)? {
+            if let Some(shown) = m.shown(&side, Role::Client, size, mine.as_ref(), peer)? {
                 report_size(&mut out, &ctx, shown)?;
             }
             at.completed += 1;
@@ -477,7 +485,7 @@ fn run_server<M: Measure>(spec: TestSpec, parsed: &Parsed) -> anyhow::Result<u8>
         );
     }
     crate::session::run_server(
-        spec.name(),
+        spec.binary(),
         &cli.conn,
         &cli.device,
         &cli.sysfs_root,
@@ -493,6 +501,14 @@ fn serve<M: Measure>(
     port: Port,
     local_side: &SideInfo,
 ) -> anyhow::Result<u8> {
+    // An atomic server runs whichever atomic its client asked for (-A is
+    // the client's flag).
+    let spec = match &hello {
+        Message::Hello { test, .. } => TestSpec::from_name(test)
+            .filter(|s| spec.is_atomic() && s.is_atomic() && s.metric == spec.metric)
+            .unwrap_or(spec),
+        _ => spec,
+    };
     let Hello {
         config,
         side: client_side,
@@ -585,7 +601,7 @@ fn serve<M: Measure>(
             };
             let peer = decode::<M::Outcome>(peer, "the client's")?;
             let mine_json = mine.as_ref().map(serde_json::to_value).transpose()?;
-            let shown = m.shown(Role::Server, size, mine.as_ref(), peer)?;
+            let shown = m.shown(&side, Role::Server, size, mine.as_ref(), peer)?;
             stop::pause_point("done");
             ch.send(&Message::Done {
                 phase,

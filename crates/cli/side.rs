@@ -14,11 +14,12 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
+use engine::config::ring_offset;
 use engine::spec::{Access, pattern_byte};
 use engine::wire::QpInfo;
 use verbs::{
-    AccessFlags, BoundQueuePair, CompletionQueue, ConnectOptions, Endpoint, Gid, MemoryRegion, Mtu,
-    QueuePairCaps,
+    AccessFlags, BoundQueuePair, CompletionQueue, ConnectOptions, Endpoint, Gid, LocalSge,
+    MemoryRegion, Mtu, QueuePairCaps,
 };
 
 use crate::UsageError;
@@ -44,6 +45,12 @@ pub struct Layout {
     pub access: Access,
     /// Whether the memory is on huge pages (`--use_hugepages`).
     pub huge_pages: bool,
+    /// Receives kept posted per QP (perftest's `-r/--rx-depth`) on a side
+    /// that receives SENDs or RDMA WRITEs with immediate; 0 for none.
+    pub rx_depth: u32,
+    /// Bytes each receive can hold (0: empty receives, for RDMA WRITE
+    /// with immediate, whose data lands by address).
+    pub recv_len: u32,
 }
 
 impl Layout {
@@ -54,14 +61,39 @@ impl Layout {
     }
 
     /// Bytes of device queue rings (send, receive, completion) this
-    /// layout's QPs and CQs are estimated to take ([`engine::config::ring_bytes`]).
+    /// layout's QPs and CQs are estimated to take ([`engine::config::ring_bytes`],
+    /// and [`engine::config::recv_ring_bytes`] for a receive ring).
     pub fn rings(&self) -> u64 {
         engine::config::ring_bytes(self.qps, self.threads, self.tx_depth, self.inline_size)
+            .saturating_add(engine::config::recv_ring_bytes(self.qps, self.rx_depth))
     }
 
     fn qps_of_thread(&self, t: u32) -> Range<u32> {
         engine::config::share(self.qps, self.threads, t)
     }
+
+    /// Completion-queue entries one QP needs: its send queue and its
+    /// receive ring.
+    pub fn cq_entries_per_qp(&self) -> u64 {
+        u64::from(self.tx_depth) + u64::from(self.rx_depth)
+    }
+}
+
+/// How a thread's `n` QPs are spread over CQs of at most `max_cqe`
+/// entries, `per_qp` entries each (plus one per CQ): the QP counts of its
+/// CQs, as few CQs as fit. `None` when a single QP does not fit.
+pub fn cq_groups(n: u32, per_qp: u64, max_cqe: u64) -> Option<Vec<u32>> {
+    let per_cq = max_cqe.checked_sub(1)? / per_qp.max(1);
+    if per_cq == 0 {
+        return None;
+    }
+    let per_cq = u32::try_from(per_cq).unwrap_or(u32::MAX);
+    let groups = n.div_ceil(per_cq).max(1);
+    Some(
+        (0..groups)
+            .map(|g| engine::config::share(n, groups, g).len() as u32)
+            .collect(),
+    )
 }
 
 /// The remote access a QP grants its peer (`qp_access_flags`).
@@ -100,12 +132,106 @@ fn random_psns(n: usize) -> Vec<u32> {
         .collect()
 }
 
+/// Refuses, naming the device's limit, what the device cannot create:
+/// more QPs than `max_qp`, a send queue or receive ring deeper than
+/// `max_qp_wr`.
+fn refuse_beyond_device(
+    port: &Port,
+    dev: &verbs::DeviceAttributes,
+    layout: &Layout,
+) -> Result<(), UsageError> {
+    let name = port.ctx.name();
+    let max_qp = u32::try_from(dev.max_qp).unwrap_or(0);
+    if max_qp > 0 && layout.qps > max_qp {
+        return Err(UsageError(format!(
+            "-q/--qp: {} QPs; {name} allows {max_qp} (max_qp)",
+            layout.qps
+        )));
+    }
+    let max_wr = u32::try_from(dev.max_qp_wr).unwrap_or(0);
+    if max_wr > 0 && layout.tx_depth > max_wr {
+        return Err(UsageError(format!(
+            "-t/--tx-depth: tx depth {}; {name} allows {max_wr} work requests per queue (max_qp_wr)",
+            layout.tx_depth
+        )));
+    }
+    if max_wr > 0 && layout.rx_depth > max_wr {
+        return Err(UsageError(format!(
+            "-r/--rx-depth: rx depth {}; {name} allows {max_wr} work requests per queue (max_qp_wr)",
+            layout.rx_depth
+        )));
+    }
+    Ok(())
+}
+
+/// One QP of `layout` on `cq`, bound to `region`.
+fn create_qp(
+    port: &Port,
+    pd: &verbs::ProtectionDomain,
+    cq: &CompletionQueue,
+    caps: &QueuePairCaps,
+    layout: &Layout,
+    region: &Arc<MemoryRegion>,
+) -> anyhow::Result<BoundQueuePair> {
+    let qp = pd.create_rc_qp(cq, cq, caps).map_err(|e| match &e {
+        verbs::Error::Verb {
+            verb: "ibv_create_qp",
+            source,
+        } if source.raw_os_error() == Some(nix::libc::EINVAL) && layout.inline_size > 0 => {
+            anyhow::Error::new(UsageError(format!(
+                "-I/--inline-size: {} refused a QP with {} bytes of inline data \
+                 (or tx depth {}): {e}",
+                port.ctx.name(),
+                layout.inline_size,
+                layout.tx_depth
+            )))
+        }
+        _ => anyhow::Error::new(e).context("creating a queue pair"),
+    })?;
+    Ok(BoundQueuePair::new(qp, Arc::clone(region))?)
+}
+
+/// The SGE of receive slot `slot` in the area at `base`: slots of
+/// `recv_len` bytes on the ring of [`ring_offset`].
+#[inline]
+fn recv_sge(base: u64, recv_len: u32, lkey: u32, slot: u32) -> LocalSge {
+    LocalSge {
+        addr: base + ring_offset(u64::from(recv_len), u64::from(slot)),
+        length: recv_len,
+        lkey,
+    }
+}
+
+/// Posts the receive of `slot` on `qp`, the `q`th QP of its worker thread,
+/// into the exposed area at `base` (`recv_len` 0: an empty receive).
+///
+/// # Errors
+/// As [`BoundQueuePair::post_recv`].
+#[inline]
+pub fn post_receive(
+    qp: &BoundQueuePair,
+    q: usize,
+    base: u64,
+    recv_len: u32,
+    lkey: u32,
+    slot: u32,
+) -> verbs::Result<()> {
+    let id = engine::sched::recv_wr_id(q, slot);
+    if recv_len == 0 {
+        qp.qp().post_recv_empty(id)
+    } else {
+        qp.post_recv(id, recv_sge(base, recv_len, lkey, slot))
+    }
+}
+
 /// One side's resources.
 #[derive(Debug)]
 pub struct Side {
     /// QPs, in order, each bound to the region.
     pub qps: Vec<BoundQueuePair>,
     cqs: Vec<CompletionQueue>,
+    /// Per worker thread, the range of `cqs` its QPs complete on.
+    thread_cqs: Vec<Range<usize>>,
     region: Arc<MemoryRegion>,
     psns: Vec<u32>,
     layout: Layout,
@@ -139,57 +265,49 @@ impl Side {
             }
             .with_context(|| format!("registering {bytes} bytes on {}", port.ctx.name()))?,
         );
-        let mut cqs = Vec::with_capacity(layout.threads as usize);
-        for t in 0..layout.threads {
-            let n = layout.qps_of_thread(t).len() as u64;
-            let depth = u64::from(layout.tx_depth) * n + 1;
-            if depth > dev.max_cqe as u64 {
-                return Err(UsageError(format!(
-                    "-t/--tx-depth: {n} QPs × tx depth {} on one thread needs a CQ of {depth} entries; \
-                     {} allows {} (use more --threads or a smaller -t)",
-                    layout.tx_depth,
-                    port.ctx.name(),
-                    dev.max_cqe
-                ))
-                .into());
-            }
-            cqs.push(port.ctx.create_cq(depth as u32)?);
-        }
+        refuse_beyond_device(&port, &dev, layout)?;
+        let per_qp = layout.cq_entries_per_qp();
+        let max_cqe = u64::try_from(dev.max_cqe).unwrap_or(0);
         let caps = QueuePairCaps {
             max_send_wr: layout.tx_depth,
-            max_recv_wr: 1,
+            max_recv_wr: layout.rx_depth.max(1),
             max_send_sge: 1,
             max_recv_sge: 1,
             max_inline_data: layout.inline_size,
         };
+        // Per thread, its QPs over as many CQs as the device's max_cqe
+        // requires (perftest makes one CQ and fails beyond max_cqe).
+        let mut cqs = Vec::with_capacity(layout.threads as usize);
+        let mut thread_cqs = Vec::with_capacity(layout.threads as usize);
         let mut qps = Vec::with_capacity(layout.qps as usize);
         for t in 0..layout.threads {
-            let cq = &cqs[t as usize];
-            for _ in layout.qps_of_thread(t) {
-                let qp = pd.create_rc_qp(cq, cq, &caps).map_err(|e| match &e {
-                    verbs::Error::Verb {
-                        verb: "ibv_create_qp",
-                        source,
-                    } if source.raw_os_error() == Some(nix::libc::EINVAL)
-                        && layout.inline_size > 0 =>
-                    {
-                        anyhow::Error::new(UsageError(format!(
-                            "-I/--inline-size: {} refused a QP with {} bytes of inline data \
-                             (or tx depth {}): {e}",
-                            port.ctx.name(),
-                            layout.inline_size,
-                            layout.tx_depth
-                        )))
-                    }
-                    _ => anyhow::Error::new(e).context("creating a queue pair"),
-                })?;
-                qps.push(BoundQueuePair::new(qp, Arc::clone(&region))?);
+            let n = layout.qps_of_thread(t).len() as u32;
+            let groups = cq_groups(n, per_qp, max_cqe).ok_or_else(|| {
+                UsageError(format!(
+                    "-t/--tx-depth: one QP with tx depth {} and {} receives needs a CQ of {} entries; \
+                     {} allows {} (max_cqe)",
+                    layout.tx_depth,
+                    layout.rx_depth,
+                    per_qp + 1,
+                    port.ctx.name(),
+                    dev.max_cqe
+                ))
+            })?;
+            let first = cqs.len();
+            for k in groups {
+                let cq = port.ctx.create_cq((per_qp * u64::from(k) + 1) as u32)?;
+                for _ in 0..k {
+                    qps.push(create_qp(&port, &pd, &cq, &caps, layout, &region)?);
+                }
+                cqs.push(cq);
             }
+            thread_cqs.push(first..cqs.len());
         }
         let side = Self {
             psns: random_psns(qps.len()),
             qps,
             cqs,
+            thread_cqs,
             region,
             layout: *layout,
             max_rd_atom: u32::try_from(dev.max_qp_rd_atom).unwrap_or(0),
@@ -311,7 +429,76 @@ impl Side {
             qp.connect(&opts, &ep)
                 .with_context(|| format!("connecting QP {q} to peer QPN {:#x}", r.qpn))?;
         }
+        self.post_receive_rings()
+    }
+
+    /// Posts every QP's ring of `rx_depth` receives (a side that receives;
+    /// a connected QP, so none is lost to a reset). Each worker's loop
+    /// posts a receive again in its slot as it completes.
+    fn post_receive_rings(&self) -> anyhow::Result<()> {
+        for t in 0..self.layout.threads {
+            let range = self.layout.qps_of_thread(t);
+            for g in range.clone() {
+                let g = g as usize;
+                for slot in 0..self.layout.rx_depth {
+                    post_receive(
+                        &self.qps[g],
+                        g - range.start as usize,
+                        self.exposed(g),
+                        self.layout.recv_len,
+                        self.lkey(),
+                        slot,
+                    )
+                    .with_context(|| format!("posting receive {slot} of QP {g}"))?;
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Consumes what a previous size left in the CQs: receives of messages
+    /// that came after a side stopped counting (posted again) and nothing
+    /// else; returns how many receives it found.
+    ///
+    /// # Errors
+    /// A failed receive or post.
+    pub fn drain_receives(&self) -> anyhow::Result<u64> {
+        let mut wcs = vec![verbs::WorkCompletion::default(); 32];
+        let mut found = 0u64;
+        for t in 0..self.layout.threads as usize {
+            let range = self.layout.qps_of_thread(t as u32);
+            for cq in self.cqs_of_thread(t) {
+                loop {
+                    let n = cq.poll(&mut wcs)?;
+                    if n == 0 {
+                        break;
+                    }
+                    for wc in &wcs[..n] {
+                        if !engine::sched::is_recv(wc.wr_id()) {
+                            continue;
+                        }
+                        if !wc.is_success() {
+                            bail!("a receive completed with {} between sizes", wc.status());
+                        }
+                        let q = engine::sched::wr_id_qp(wc.wr_id());
+                        let g = range.start as usize + q;
+                        if g >= range.end as usize {
+                            bail!("a receive of an unknown QP completed");
+                        }
+                        post_receive(
+                            &self.qps[g],
+                            q,
+                            self.exposed(g),
+                            self.layout.recv_len,
+                            self.lkey(),
+                            engine::sched::recv_slot(wc.wr_id()),
+                        )?;
+                        found += 1;
+                    }
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// Every QP's path as the device reports it once connected.
@@ -355,9 +542,15 @@ impl Side {
         &self.region
     }
 
-    /// Worker thread `t`'s CQ.
+    /// Worker thread `t`'s first CQ (a latency test's only one).
     pub fn cq(&self, t: usize) -> &CompletionQueue {
-        &self.cqs[t]
+        &self.cqs[self.thread_cqs[t].start]
+    }
+
+    /// Worker thread `t`'s CQs, in the order of its QPs (each holds a
+    /// contiguous share of them).
+    pub fn cqs_of_thread(&self, t: usize) -> &[CompletionQueue] {
+        &self.cqs[self.thread_cqs[t].clone()]
     }
 
     /// Stores the read pattern in every exposed area.
@@ -400,6 +593,102 @@ impl Side {
             self.region.fill(w..w + area, 0)?;
         }
         Ok(())
+    }
+
+    /// Before a SEND test's size: every message slot of every working
+    /// area holds the sender's pattern, restarting at each slot (byte `k`
+    /// of every message of QP `q` is `pattern_byte(q, k)`, wherever the
+    /// receiver's ring puts it).
+    ///
+    /// # Errors
+    /// When `size` exceeds an area.
+    pub fn fill_send_pattern(&self, size: u64) -> anyhow::Result<()> {
+        let len = usize::try_from(size).context("message size")?;
+        let mut buf = vec![0u8; len];
+        for q in 0..self.qps.len() {
+            for (k, b) in buf.iter_mut().enumerate() {
+                *b = pattern_byte(q, k as u64);
+            }
+            for i in 0..engine::config::ring_slots(size) {
+                let off = self.working_offset(q) + ring_offset(size, i) as usize;
+                self.region.write_bytes(off, &buf)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Zeroes every exposed area's first `len` bytes (a receiver's ring,
+    /// an atomic target's words) before a size.
+    ///
+    /// # Errors
+    /// When `len` exceeds an area.
+    pub fn zero_exposed(&self, len: u64) -> anyhow::Result<()> {
+        let len = usize::try_from(len.min(self.layout.area)).context("length")?;
+        for q in 0..self.qps.len() {
+            let e = self.exposed_offset(q);
+            self.region.fill(e..e + len, 0)?;
+        }
+        Ok(())
+    }
+
+    /// The data check of a SEND test's receiver: on QP `q`, the slots of
+    /// its last `count` receives (the ring is consumed in slot order,
+    /// ending at `last_slot`) hold the sender's pattern in their first
+    /// `size` bytes. Each distinct slot is compared once (a slot reused
+    /// holds the last message put there). Returns the bytes compared.
+    ///
+    /// # Errors
+    /// The first differing byte, naming QP, slot, offset, expected and
+    /// found.
+    pub fn check_received(
+        &self,
+        q: usize,
+        size: u64,
+        last_slot: u32,
+        count: u64,
+    ) -> anyhow::Result<u64> {
+        let (rx, recv_len) = (self.layout.rx_depth, u64::from(self.layout.recv_len));
+        if rx == 0 || count == 0 {
+            return Ok(0);
+        }
+        let touched = count.min(u64::from(rx)) as u32;
+        let distinct = engine::config::ring_slots(recv_len).min(u64::from(touched)) as u32;
+        let len = usize::try_from(size).context("message size")?;
+        let mut buf = vec![0u8; len];
+        let mut checked = 0;
+        // The last `distinct` slots consumed, newest first: their offsets
+        // are all different (the ring of offsets repeats every
+        // ring_slots(recv_len) slots).
+        for back in 0..distinct {
+            let slot = (last_slot + rx - back % rx) % rx;
+            let off = ring_offset(recv_len, u64::from(slot));
+            self.region
+                .read_into(self.exposed_offset(q) + off as usize, &mut buf)?;
+            if let Some(k) = (0..len).find(|&k| buf[k] != pattern_byte(q, k as u64)) {
+                bail!(
+                    "data check failed: QP {q}'s receive in slot {slot} has {:#04x} at byte {k} \
+                     of its {size}-byte message, the sender's pattern {:#04x}",
+                    buf[k],
+                    pattern_byte(q, k as u64)
+                );
+            }
+            checked += size;
+        }
+        Ok(checked)
+    }
+
+    /// The sum of the `words` 8-byte words of QP `q`'s exposed area that
+    /// an atomic test targets (one per cache line: [`ring_offset`] of 8).
+    ///
+    /// # Errors
+    /// When the words lie beyond the area.
+    pub fn atomic_sum(&self, q: usize, words: u64) -> anyhow::Result<u64> {
+        let mut sum = 0u64;
+        for i in 0..words {
+            let off = self.exposed_offset(q) + ring_offset(8, i) as usize;
+            sum = sum.wrapping_add(self.region.read_u64(off)?);
+        }
+        Ok(sum)
     }
 
     /// The data check of a read test: QP `q`'s working area holds the

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use engine::bw::Measurement;
 use engine::config::{BwConfig, ring_offset, ring_slots};
-use engine::sched::{BwScheduler, DurationWindow, Timeline, Window, wr_id, wr_id_qp};
+use engine::sched::{
+    BwScheduler, DurationWindow, Timeline, Window, is_recv, recv_slot, wr_id, wr_id_qp,
+};
 use engine::wire::QpInfo;
 use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendBatch, SendWr, WorkCompletion};
 
@@ -47,23 +49,29 @@ pub trait BwOp: Copy + Send + Sync {
     /// Whether its payload may be sent inline (not for reads and
     /// atomics, whose local memory the device writes).
     const INLINE: bool;
-    /// The operation on the peer's exposed area at `remote_addr`.
-    fn op(self, remote_addr: u64, rkey: u32) -> Op;
+    /// Message `index` of a QP: the operation on the peer's exposed area
+    /// at `remote_addr`.
+    fn op(self, remote_addr: u64, rkey: u32, index: u64) -> Op;
 }
 
-/// RDMA WRITE from our working area into the peer's exposed area.
+/// RDMA WRITE from our working area into the peer's exposed area (with
+/// immediate: each also consumes one of the peer's receives).
 #[derive(Debug, Clone, Copy)]
-pub struct WriteOp;
+pub struct WriteOp {
+    /// `--write_with_imm`.
+    pub imm: bool,
+}
 
 impl BwOp for WriteOp {
     const NAME: &'static str = "RDMA WRITE";
     const INLINE: bool = true;
     #[inline]
-    fn op(self, remote_addr: u64, rkey: u32) -> Op {
+    fn op(self, remote_addr: u64, rkey: u32, _index: u64) -> Op {
         Op::Write {
             remote_addr,
             rkey,
-            imm: None,
+            // perftest's immediate is 0.
+            imm: self.imm.then_some(0),
         }
     }
 }
@@ -76,20 +84,119 @@ impl BwOp for ReadOp {
     const NAME: &'static str = "RDMA READ";
     const INLINE: bool = false;
     #[inline]
-    fn op(self, remote_addr: u64, rkey: u32) -> Op {
+    fn op(self, remote_addr: u64, rkey: u32, _index: u64) -> Op {
         Op::Read { remote_addr, rkey }
     }
+}
+
+/// SEND from our working area into the peer's next receive.
+#[derive(Debug, Clone, Copy)]
+pub struct SendOp;
+
+impl BwOp for SendOp {
+    const NAME: &'static str = "SEND";
+    const INLINE: bool = true;
+    #[inline]
+    fn op(self, _remote_addr: u64, _rkey: u32, _index: u64) -> Op {
+        Op::Send { imm: None }
+    }
+}
+
+/// Atomic fetch-and-add of 1 (perftest's `ATOMIC_ADD_VALUE`) on the
+/// peer's 8-byte word; the old value lands in our working area.
+#[derive(Debug, Clone, Copy)]
+pub struct FetchAddOp;
+
+impl BwOp for FetchAddOp {
+    const NAME: &'static str = "atomic fetch-and-add";
+    const INLINE: bool = false;
+    #[inline]
+    fn op(self, remote_addr: u64, rkey: u32, _index: u64) -> Op {
+        Op::FetchAdd {
+            remote_addr,
+            rkey,
+            add: 1,
+        }
+    }
+}
+
+/// Atomic compare-and-swap as a chain: message `i` of a QP targets word
+/// `i % W` of the peer's ring of `W` words ([`atomic_words`]), which the
+/// `i / W` operations before it on that word have counted up to `i / W`:
+/// it swaps `i / W` for `i / W + 1`. Each word ends holding the number of
+/// operations on it, as with fetch-and-add, and a compare that failed
+/// would show as a word left short (perftest compares 0 and swaps 0,
+/// which checks nothing).
+#[derive(Debug, Clone, Copy)]
+pub struct CmpSwapOp;
+
+impl BwOp for CmpSwapOp {
+    const NAME: &'static str = "atomic compare-and-swap";
+    const INLINE: bool = false;
+    #[inline]
+    fn op(self, remote_addr: u64, rkey: u32, index: u64) -> Op {
+        let compare = index / atomic_words();
+        Op::CmpSwap {
+            remote_addr,
+            rkey,
+            compare,
+            swap: compare + 1,
+        }
+    }
+}
+
+/// The 8-byte words of a QP's exposed area an atomic test cycles through
+/// (perftest's: one per cache line of a page).
+#[inline]
+pub fn atomic_words() -> u64 {
+    ring_slots(ATOMIC_SIZE)
+}
+
+/// The size of an atomic operation.
+pub const ATOMIC_SIZE: u64 = 8;
+
+/// The immediate of the zero-length SEND that closes a duration-mode
+/// phase on each QP when the peer receives: every message before it on
+/// the QP has been received (RC delivers in order).
+pub const END_OF_PHASE_IMM: u32 = 0xe0d0_e0d0;
+
+/// Marks the `wr_id` of that SEND (never a scheduler's: bit 62).
+const END_FLAG: u64 = 1 << 62;
+
+/// How a side receives, when the peer's operations consume its receives.
+#[derive(Debug, Clone, Copy)]
+pub struct Receiving {
+    /// SENDs (checked for their size) or RDMA WRITEs with immediate.
+    pub sends: bool,
+    /// Bytes each receive holds (0: empty receives).
+    pub recv_len: u32,
+}
+
+/// What one side does in a size's run of the bandwidth loop.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// It posts the operation (the client; both sides with `-b`).
+    pub sends: bool,
+    /// It receives (the peer's SENDs or RDMA WRITEs with immediate).
+    pub recv: Option<Receiving>,
+    /// The peer receives: in duration mode, every QP closes the phase
+    /// with an end-of-phase SEND once its own work has completed.
+    pub peer_receives: bool,
+    /// Wait for every posted operation before ending a duration-mode run
+    /// (a receiving peer or an atomic target counts every one).
+    pub drain: bool,
 }
 
 /// Measures one message size: every worker thread drives its QPs, all
 /// start together.
 ///
 /// # Errors
-/// A failed completion (naming QPN and status), a post failure, or no
-/// progress within `timeout`.
+/// A failed completion (naming QPN and status), a post failure, a
+/// received message of another size, or no progress within `timeout`.
 #[allow(clippy::too_many_arguments)]
 pub fn measure<O: BwOp>(
     op: O,
+    plan: Plan,
     side: &Side,
     cfg: &BwConfig,
     size: u64,
@@ -97,7 +204,7 @@ pub fn measure<O: BwOp>(
     timeout: Duration,
     watch: &PeerWatch,
     system_cpu: bool,
-) -> anyhow::Result<Measurement> {
+) -> anyhow::Result<(Measurement, Vec<(u32, u64)>)> {
     let start = StartGate::default();
     let wall = Instant::now();
     let cpu_before = cpu_time_ns();
@@ -113,9 +220,11 @@ pub fn measure<O: BwOp>(
                     let (lo, hi) = (range.start as usize, range.end as usize);
                     let worker = Worker {
                         op,
+                        plan,
                         qps: &side.qps[lo..hi],
-                        cq: side.cq(t as usize),
+                        cqs: side.cqs_of_thread(t as usize),
                         working: (lo..hi).map(|q| side.working(q)).collect(),
+                        exposed: (lo..hi).map(|q| side.exposed(q)).collect(),
                         remote: &remote[lo..hi],
                         lkey: side.lkey(),
                     };
@@ -157,14 +266,18 @@ pub fn measure<O: BwOp>(
     let mut first = None::<Instant>;
     let mut last = None::<Instant>;
     let mut messages = 0u64;
+    let mut operations = 0u64;
     let mut peak = 0.0;
     let mut have_peak = true;
     let mut window_ns = 0u64;
+    let mut received = Vec::with_capacity(cfg.qps as usize);
     for o in outcomes {
         let o = o?;
+        received.extend_from_slice(&o.received);
         first = Some(first.map_or(o.begin, |f| f.min(o.begin)));
         last = Some(last.map_or(o.end, |l| l.max(o.end)));
         messages = messages.saturating_add(o.messages);
+        operations = operations.saturating_add(o.operations);
         window_ns = window_ns.max(o.elapsed_ns);
         match o.peak {
             Some(p) => peak += p,
@@ -186,7 +299,7 @@ pub fn measure<O: BwOp>(
             _ => 0,
         }
     };
-    Ok(Measurement {
+    let m = Measurement {
         size,
         iterations: if cfg.duration.is_some() {
             messages / u64::from(cfg.qps).max(1)
@@ -204,7 +317,9 @@ pub fn measure<O: BwOp>(
         cpu_ns,
         wall_ns,
         system_cpu_pct,
-    })
+        operations,
+    };
+    Ok((m, received))
 }
 
 /// perftest's `--cpu_util` figure over the measurement window of a
@@ -287,13 +402,20 @@ struct ThreadOutcome {
     /// Measured span of this thread (duration mode), ns.
     elapsed_ns: u64,
     peak: Option<f64>,
+    /// Every operation completed (or message received), margins included.
+    operations: u64,
+    /// Per QP: the receive slot of its last message, and its messages.
+    received: Vec<(u32, u64)>,
 }
 
 struct Worker<'a, O> {
     op: O,
+    plan: Plan,
     qps: &'a [BoundQueuePair],
-    cq: &'a CompletionQueue,
+    /// This thread's CQs (its QPs spread over them; polled in turn).
+    cqs: &'a [CompletionQueue],
     working: Vec<u64>,
+    exposed: Vec<u64>,
     remote: &'a [QpInfo],
     lkey: u32,
 }
@@ -308,12 +430,64 @@ fn completion_failed(name: &str, qpn: u32, wc: &WorkCompletion) -> anyhow::Error
 }
 
 #[cold]
+fn receive_failed(qpn: u32, wc: &WorkCompletion) -> anyhow::Error {
+    anyhow::anyhow!(
+        "a receive on QPN {qpn:#x} completed with {}: the peer may be gone",
+        wc.status()
+    )
+}
+
+#[cold]
+fn wrong_size(qpn: u32, size: u64, got: u32) -> anyhow::Error {
+    anyhow::anyhow!(
+        "QPN {qpn:#x} received a {got}-byte message where {size}-byte SENDs were expected"
+    )
+}
+
+#[cold]
+fn not_an_immediate(qpn: u32, wc: &WorkCompletion) -> anyhow::Error {
+    anyhow::anyhow!(
+        "QPN {qpn:#x} completed a receive with opcode {:?} where RDMA WRITEs with immediate were expected",
+        wc.opcode()
+    )
+}
+
+#[cold]
 fn stalled(name: &str, timeout: Duration, posted: u64, completed: u64) -> anyhow::Error {
     anyhow::anyhow!(
         "no completion for {timeout:?} (--timeout) with {} of {posted} posted {name}s outstanding: \
          the peer or the link stopped responding",
         posted - completed
     )
+}
+
+#[cold]
+fn receive_stalled(timeout: Duration, received: u64, expected: Option<u64>) -> anyhow::Error {
+    match expected {
+        Some(e) => anyhow::anyhow!(
+            "no message for {timeout:?} (--timeout) after {received} of {e}: \
+             the peer or the link stopped responding"
+        ),
+        None => anyhow::anyhow!(
+            "no message for {timeout:?} (--timeout) after {received}, and not every QP's \
+             end of phase: the peer or the link stopped responding"
+        ),
+    }
+}
+
+/// What a side's receives have seen in a size's run.
+#[derive(Debug, Default)]
+struct Received {
+    /// Messages (not counting end-of-phase SENDs).
+    count: u64,
+    /// QPs whose end-of-phase SEND arrived.
+    ends: usize,
+    /// Our own end-of-phase SENDs completed.
+    ends_acked: usize,
+    first: Option<Instant>,
+    last_at: Option<Instant>,
+    /// Per QP: the slot of its last message and how many it received.
+    last: Vec<(u32, u64)>,
 }
 
 impl<O: BwOp> Worker<'_, O> {
@@ -336,7 +510,9 @@ impl<O: BwOp> Worker<'_, O> {
                 length,
                 lkey: self.lkey,
             },
-            op: self.op.op(self.remote[q].addr + off, self.remote[q].rkey),
+            op: self
+                .op
+                .op(self.remote[q].addr + off, self.remote[q].rkey, i),
             signaled,
             inline,
         }
@@ -350,6 +526,39 @@ impl<O: BwOp> Worker<'_, O> {
         }
         let q = wr_id_qp(wc.wr_id()).min(self.qps.len() - 1);
         Err(completion_failed(O::NAME, self.qps[q].qp().qpn(), wc))
+    }
+
+    /// A receive completion: checked (status, size or kind), counted and
+    /// posted again in the same slot.
+    #[inline]
+    fn received(
+        &self,
+        wc: &WorkCompletion,
+        r: Receiving,
+        size: u64,
+        seen: &mut Received,
+    ) -> anyhow::Result<bool> {
+        let q = wr_id_qp(wc.wr_id()).min(self.qps.len() - 1);
+        let qp = &self.qps[q];
+        if !wc.is_success() {
+            return Err(receive_failed(qp.qp().qpn(), wc));
+        }
+        let end = wc.opcode() == verbs::WcOpcode::Recv && wc.imm_data() == Some(END_OF_PHASE_IMM);
+        if end {
+            seen.ends += 1;
+        } else if r.sends {
+            if u64::from(wc.byte_len()) != size {
+                return Err(wrong_size(qp.qp().qpn(), size, wc.byte_len()));
+            }
+        } else if wc.opcode() != verbs::WcOpcode::RecvRdmaWithImm {
+            return Err(not_an_immediate(qp.qp().qpn(), wc));
+        }
+        let slot = recv_slot(wc.wr_id());
+        crate::side::post_receive(qp, q, self.exposed[q], r.recv_len, self.lkey, slot)?;
+        if !end {
+            seen.last[q] = (slot, seen.last[q].1 + 1);
+        }
+        Ok(!end)
     }
 
     /// perftest's `--perform_warm_up`: a tx depth of signaled requests on
@@ -375,9 +584,13 @@ impl<O: BwOp> Worker<'_, O> {
         let want = per_qp * self.qps.len() as u64;
         let (mut done, mut last) = (0u64, Instant::now());
         while done < want {
-            let got = self.cq.poll(wcs)?;
-            for wc in &wcs[..got] {
-                self.succeeded(wc)?;
+            let mut got = 0;
+            for cq in self.cqs {
+                let n = cq.poll(wcs)?;
+                for wc in &wcs[..n] {
+                    self.succeeded(wc)?;
+                }
+                got += n;
             }
             done += got as u64;
             if got > 0 {
@@ -391,6 +604,27 @@ impl<O: BwOp> Worker<'_, O> {
         Ok(())
     }
 
+    /// Posts the end-of-phase SEND on every QP (signaled, empty).
+    fn post_ends(&self) -> anyhow::Result<()> {
+        for (q, qp) in self.qps.iter().enumerate() {
+            qp.post_send(&SendWr {
+                wr_id: END_FLAG | wr_id(q, 0),
+                local: LocalSge {
+                    addr: self.working[q],
+                    length: 0,
+                    lkey: self.lkey,
+                },
+                op: Op::Send {
+                    imm: Some(END_OF_PHASE_IMM),
+                },
+                signaled: true,
+                inline: false,
+            })
+            .context("posting the end of the phase")?;
+        }
+        Ok(())
+    }
+
     fn run(
         &self,
         cfg: &BwConfig,
@@ -400,11 +634,17 @@ impl<O: BwOp> Worker<'_, O> {
         watch: &PeerWatch,
     ) -> anyhow::Result<ThreadOutcome> {
         let n = self.qps.len();
+        let plan = self.plan;
         let inline = O::INLINE && size <= u64::from(cfg.inline_size);
         let length = u32::try_from(size).context("message size")?;
         let mut sched = BwScheduler::new(
             Window {
-                iters: cfg.duration.is_none().then_some(cfg.iters),
+                // A side that does not send posts nothing.
+                iters: if plan.sends {
+                    cfg.duration.is_none().then_some(cfg.iters)
+                } else {
+                    Some(0)
+                },
                 tx_depth: cfg.tx_depth,
                 cq_mod: cfg.cq_mod,
                 post_list: cfg.post_list,
@@ -420,17 +660,31 @@ impl<O: BwOp> Worker<'_, O> {
             let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
             DurationWindow::new(ns(total), ns(margin))
         });
+        // What this side's figures count: its completed operations, or
+        // (receiving only) the messages it received.
+        let counts_receives = !plan.sends && plan.recv.is_some();
+        let expected = match (plan.recv, cfg.duration) {
+            (Some(_), None) => Some(cfg.iters.saturating_mul(n as u64)),
+            _ => None,
+        };
+        let ends_wanted = plan.sends && plan.peer_receives && cfg.duration.is_some();
+        let mut seen = Received {
+            last: vec![(0, 0); n],
+            ..Received::default()
+        };
+        let mut ends_posted = false;
 
         if !start.wait() {
             bail!("not started: another worker thread could not be created");
         }
-        if cfg.warm_up {
+        if cfg.warm_up && plan.sends {
             self.warm_up(cfg, size, length, inline, timeout, watch, &mut wcs)?;
         }
         let begin = Instant::now();
         let mut last_progress = begin;
         let mut end = begin;
         let mut empty_polls = 0u32;
+        let mut next_cq = 0usize;
         loop {
             for q in 0..n {
                 while let Some(first) = sched.next_batch(q) {
@@ -445,23 +699,61 @@ impl<O: BwOp> Worker<'_, O> {
                 }
             }
 
-            let got = self.cq.poll(&mut wcs)?;
+            let cq = &self.cqs[next_cq];
+            next_cq = if next_cq + 1 == self.cqs.len() {
+                0
+            } else {
+                next_cq + 1
+            };
+            let got = cq.poll(&mut wcs)?;
             if got > 0 {
                 empty_polls = 0;
+                let now = Instant::now();
                 for wc in &wcs[..got] {
-                    self.succeeded(wc)?;
-                    sched.complete(wc.wr_id())?;
+                    let id = wc.wr_id();
+                    if is_recv(id) {
+                        let Some(r) = plan.recv else {
+                            bail!("a receive completed on a side that posted none");
+                        };
+                        if self.received(wc, r, size, &mut seen)? {
+                            seen.count += 1;
+                            seen.first.get_or_insert(now);
+                            seen.last_at = Some(now);
+                        }
+                    } else if id & END_FLAG != 0 {
+                        self.succeeded(wc)?;
+                        seen.ends_acked += 1;
+                    } else {
+                        self.succeeded(wc)?;
+                        sched.complete(id)?;
+                    }
                 }
                 if watch.should_stop() {
                     return Err(watch.reason());
                 }
-                let now = Instant::now();
                 last_progress = now;
-                end = now;
-                let t = (now - begin).as_nanos() as u64;
-                timeline.record(t, sched.completed_total());
+                let count = if counts_receives {
+                    seen.count
+                } else {
+                    sched.completed_total()
+                };
+                // A receiving side's count begins with its first message
+                // (perftest's server); in duration mode its window runs
+                // on its own clock from the start, which is before the
+                // sender's (the server starts as it sends the barrier), so
+                // the sender's end of phase arrives after the window.
+                let since = if counts_receives && window.is_none() {
+                    seen.first.unwrap_or(now)
+                } else {
+                    begin
+                };
+                if !counts_receives || seen.count > 0 {
+                    end = now;
+                }
+                let t = (now - since).as_nanos() as u64;
+                timeline.record(t, count);
                 if let Some(w) = &mut window {
-                    w.observe(t, sched.completed_total());
+                    w.observe(t, count);
                     if sched.is_posting() && !w.keep_posting(t) {
                         sched.stop_posting();
                     }
@@ -481,16 +773,31 @@ impl<O: BwOp> Worker<'_, O> {
                         sched.stop_posting();
                     }
                     if now - last_progress > timeout {
-                        return Err(stalled(
-                            O::NAME,
-                            timeout,
-                            sched.posted_total(),
-                            sched.completed_total(),
-                        ));
+                        return Err(if sched.is_done() && plan.recv.is_some() {
+                            receive_stalled(timeout, seen.count, expected)
+                        } else {
+                            stalled(
+                                O::NAME,
+                                timeout,
+                                sched.posted_total(),
+                                sched.completed_total(),
+                            )
+                        });
                     }
                 }
             }
-            if sched.is_done() {
+            let sent = sched.is_done();
+            if sent && ends_wanted && !ends_posted {
+                self.post_ends()?;
+                ends_posted = true;
+            }
+            let sends_done = sent && (!ends_wanted || seen.ends_acked == n);
+            let receives_done = match (plan.recv, expected) {
+                (None, _) => true,
+                (Some(_), Some(e)) => seen.count >= e,
+                (Some(_), None) => seen.ends == n,
+            };
+            if sends_done && receives_done {
                 break;
             }
             // Duration mode ends at its total time, as perftest's: the work
@@ -499,9 +806,13 @@ impl<O: BwOp> Worker<'_, O> {
             // Both sides exchange their results before anything is freed.
             // Not with --run_infinitely: the next period's scheduler starts
             // from an empty send queue on these same QPs, so this one drains
-            // (a real NIC would refuse the overflow; soft-RoCE forgives it).
+            // (a real NIC would refuse the overflow; soft-RoCE forgives it);
+            // nor where the peer counts every operation (its receives, an
+            // atomic target).
             if let Some(w) = &window
                 && !cfg.endless
+                && !plan.drain
+                && plan.recv.is_none()
                 && !sched.is_posting()
                 && w.measured().is_some()
             {
@@ -509,7 +820,13 @@ impl<O: BwOp> Worker<'_, O> {
             }
         }
 
+        let begin = if counts_receives && window.is_none() {
+            seen.first.unwrap_or(begin)
+        } else {
+            begin
+        };
         let (messages, elapsed_ns) = match &window {
+            None if counts_receives => (seen.count, (end - begin).as_nanos() as u64),
             None => (sched.completed_total(), (end - begin).as_nanos() as u64),
             Some(w) => w.measured().ok_or_else(|| {
                 anyhow::anyhow!(
@@ -523,8 +840,35 @@ impl<O: BwOp> Worker<'_, O> {
             messages,
             elapsed_ns,
             peak: timeline.peak(),
+            operations: if counts_receives {
+                seen.count
+            } else {
+                sched.completed_total()
+            },
+            received: seen.last,
         })
     }
+}
+
+/// The data check of an atomic target: its words hold, summed over every
+/// QP, exactly the operations the client completed (each fetch-and-add
+/// adds 1; each compare-and-swap of the chain counts its word up by 1, and
+/// one whose compare failed would leave it short).
+fn check_atomics(side: &Side, client: &BwResult) -> anyhow::Result<DataCheck> {
+    let words = atomic_words();
+    let mut sum = 0u64;
+    for q in 0..side.qps.len() {
+        sum = sum.wrapping_add(side.atomic_sum(q, words)?);
+    }
+    if sum != client.operations {
+        bail!(
+            "data check failed: the target's words sum to {sum}, the client completed {} atomic operations",
+            client.operations
+        );
+    }
+    Ok(DataCheck {
+        bytes_checked: words * ATOMIC_SIZE * side.qps.len() as u64,
+    })
 }
 
 /// `--expect-rate`: the port's rate and error counters, read before and
@@ -603,6 +947,38 @@ impl BwMeasure {
         role == Role::Client || self.cfg.bidirectional
     }
 
+    /// Whether the test's operations consume the target's receives.
+    fn peer_receives(&self) -> bool {
+        self.spec.receives(self.cfg.write_with_imm)
+    }
+
+    /// How `role` receives, if it does: the target of SENDs or writes
+    /// with immediate (the server; both sides with `-b`).
+    fn receiving(&self, role: Role) -> Option<Receiving> {
+        (self.peer_receives() && (role == Role::Server || self.cfg.bidirectional)).then(|| {
+            Receiving {
+                sends: self.spec.verb == Verb::Send,
+                // Every receive holds the run's largest message (a ring
+                // posted once serves every size); writes with immediate
+                // land by address: empty receives.
+                recv_len: if self.spec.verb == Verb::Send {
+                    u32::try_from(self.cfg.max_size()).unwrap_or(u32::MAX)
+                } else {
+                    0
+                },
+            }
+        })
+    }
+
+    fn plan(&self, role: Role) -> Plan {
+        Plan {
+            sends: self.initiates(role),
+            recv: self.receiving(role),
+            peer_receives: self.peer_receives(),
+            drain: self.peer_receives() || self.spec.is_atomic(),
+        }
+    }
+
     /// The data check of a read: every ring slot the size's reads landed
     /// in holds the peer's pattern.
     fn check_reads(&self, side: &Side, size: u64, per_qp: u64) -> anyhow::Result<DataCheck> {
@@ -638,7 +1014,12 @@ impl Measure for BwMeasure {
             } else {
                 Unit::MibPerSec
             },
-            peak: cli.shows_peak(&cfg),
+            // perftest measures no peak on a send server (one that only
+            // receives), and says so.
+            peak: cli.shows_peak(&cfg)
+                && !(role == Role::Server
+                    && spec.receives(cfg.write_with_imm)
+                    && !cfg.bidirectional),
             // perftest's CPU column exists in duration mode only.
             cpu_column: cli.cpu_util && cfg.duration.is_some(),
         };
@@ -693,7 +1074,26 @@ impl Measure for BwMeasure {
             initiates: self.initiates(role),
             access: self.spec.access(),
             huge_pages: self.huge_pages,
+            rx_depth: self.receiving(role).map_or(0, |_| self.cfg.rx_depth),
+            recv_len: self.receiving(role).map_or(0, |r| r.recv_len),
         }
+    }
+
+    /// Refuses an atomic test on a device without atomics (perftest does
+    /// not check; the operations would fail with an error completion).
+    fn create_side(&mut self, port: Port, role: Role) -> anyhow::Result<Side> {
+        if self.spec.is_atomic() {
+            let cap = port.ctx.query_device()?.atomic_cap;
+            if !cap.is_supported() {
+                return Err(UsageError(format!(
+                    "{}: {} does not support atomic operations (atomic_cap {cap:?})",
+                    self.spec.binary(),
+                    port.ctx.name()
+                ))
+                .into());
+            }
+        }
+        Side::create(port, &self.layout(role))
     }
 
     fn on_port(&mut self, port: &Port) {
@@ -714,6 +1114,7 @@ impl Measure for BwMeasure {
         info.qps = c.qps;
         info.tx_depth = self.initiates(role).then_some(c.tx_depth);
         info.post_list = c.post_list;
+        info.rx_depth = self.receiving(role).map(|_| c.rx_depth);
         info.cq_mod = c.cq_mod;
         info.poll_batch = POLL_BATCH as u32;
         info.bidirectional = c.bidirectional;
@@ -728,6 +1129,12 @@ impl Measure for BwMeasure {
             } else {
                 "unidirectional"
             }),
+            measured_on: match (self.peer_receives(), self.cfg.bidirectional, self.role) {
+                (false, _, _) => None,
+                (true, true, _) => Some("both sides' senders"),
+                (true, false, Role::Client) => Some("sender"),
+                (true, false, Role::Server) => Some("receiver"),
+            },
             ..ctx
         }
     }
@@ -743,15 +1150,30 @@ impl Measure for BwMeasure {
         self.style
     }
 
-    fn prepare(&mut self, side: &Side, _size: u64) -> anyhow::Result<()> {
+    fn prepare(&mut self, side: &Side, size: u64) -> anyhow::Result<()> {
         if self.spec.verb == Verb::Read && side.layout().initiates {
             side.zero_working()?;
+        }
+        if let Some(r) = self.receiving(self.role) {
+            // Messages that came after the last size stopped counting.
+            side.drain_receives()?;
+            if r.sends {
+                side.zero_exposed(u64::from(r.recv_len).max(engine::config::RING_BYTES))?;
+            }
+        }
+        if self.spec.verb == Verb::Send && side.layout().initiates {
+            side.fill_send_pattern(size)?;
+        }
+        if self.spec.is_atomic() && self.role == Role::Server {
+            // The target's words count the operations of this size.
+            side.zero_exposed(engine::config::RING_BYTES)?;
         }
         Ok(())
     }
 
     fn run_size(&mut self, ctx: SizeCtx<'_>) -> anyhow::Result<Option<BwResult>> {
-        if !self.initiates(ctx.role) {
+        let plan = self.plan(ctx.role);
+        if !plan.sends && plan.recv.is_none() {
             return Ok(None);
         }
         let SizeCtx {
@@ -764,15 +1186,21 @@ impl Measure for BwMeasure {
         } = ctx;
         let cfg = &self.cfg;
         let cpu = self.style.cpu_column;
-        let measured = match self.spec.verb {
-            Verb::Write => {
-                ch.with_heartbeat(|w| measure(WriteOp, side, cfg, size, remote, timeout, w, cpu))?
-            }
-            Verb::Read => {
-                ch.with_heartbeat(|w| measure(ReadOp, side, cfg, size, remote, timeout, w, cpu))?
-            }
-            _ => anyhow::bail!(
-                "{} has no bandwidth loop in this build",
+        macro_rules! run {
+            ($op:expr) => {
+                ch.with_heartbeat(|w| measure($op, plan, side, cfg, size, remote, timeout, w, cpu))?
+            };
+        }
+        let (measured, received) = match self.spec.verb {
+            Verb::Write => run!(WriteOp {
+                imm: cfg.write_with_imm
+            }),
+            Verb::Read => run!(ReadOp),
+            Verb::Send => run!(SendOp),
+            Verb::FetchAdd => run!(FetchAddOp),
+            Verb::CmpSwap => run!(CmpSwapOp),
+            Verb::WriteImm => anyhow::bail!(
+                "{} has no bandwidth loop of its own (write_bw --write_with_imm)",
                 self.spec.op_name()
             ),
         }?;
@@ -780,11 +1208,24 @@ impl Measure for BwMeasure {
             let per_qp = measured.messages / u64::from(cfg.qps).max(1);
             self.check = Some(self.check_reads(side, size, per_qp)?);
         }
-        Ok(Some(BwResult::from_measurement(&measured)))
+        if plan.recv.is_some_and(|r| r.sends) {
+            let mut bytes_checked = 0;
+            for (q, &(slot, count)) in received.iter().enumerate() {
+                bytes_checked += side.check_received(q, size, slot, count)?;
+            }
+            self.check = Some(DataCheck { bytes_checked });
+        }
+        let mut result = BwResult::from_measurement(&measured);
+        if !plan.sends {
+            // A receiving side's own figures (perftest's send server).
+            result.operations = measured.operations;
+        }
+        Ok(Some(result))
     }
 
     fn shown(
         &mut self,
+        side: &Side,
         role: Role,
         _size: u64,
         mine: Option<&BwResult>,
@@ -801,7 +1242,24 @@ impl Measure for BwMeasure {
             }
             Role::Server => {
                 let client = peer.context("the client sent no result")?;
-                (mine.map_or(client, |m| m.combined(&client)), Some(client))
+                if self.spec.is_atomic() {
+                    self.check = Some(check_atomics(side, &client)?);
+                }
+                match mine {
+                    // A receiver of SENDs or writes with immediate shows
+                    // what it received (perftest's send server).
+                    Some(m) if !self.cfg.bidirectional => {
+                        if self.cfg.duration.is_none() && m.operations != client.operations {
+                            anyhow::bail!(
+                                "the client completed {} operations, the server received {} messages",
+                                client.operations,
+                                m.operations
+                            );
+                        }
+                        (*m, Some(client))
+                    }
+                    _ => (mine.map_or(client, |m| m.combined(&client)), Some(client)),
+                }
             }
         };
         self.best_gbps = self.best_gbps.max(figures.bw_avg_gbps);

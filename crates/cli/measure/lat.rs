@@ -78,8 +78,18 @@ pub enum Until {
 pub enum LatOp {
     /// The RDMA WRITE ping-pong.
     WritePingPong,
+    /// The SEND ping-pong (perftest's `run_iter_lat_send`).
+    SendPingPong,
     /// One RDMA READ at a time.
     Read,
+}
+
+impl LatOp {
+    /// Whether both sides take turns (a ping-pong) rather than one side
+    /// posting alone.
+    fn is_ping_pong(self) -> bool {
+        self != Self::Read
+    }
 }
 
 /// One size on one side: what the client and the server each pass to
@@ -111,6 +121,21 @@ pub struct SizeRun<'a> {
     pub watch: &'a PeerWatch,
 }
 
+/// A SEND ping-pong's receive slot of its last message, and how many
+/// messages it received.
+pub type LastReceived = (u32, u64);
+
+/// A SEND ping-pong side's receive ring (its exposed area).
+#[derive(Debug, Clone, Copy)]
+struct RecvRing {
+    base: u64,
+    recv_len: u32,
+    lkey: u32,
+    size: u64,
+    last_slot: u32,
+    received: u64,
+}
+
 #[cold]
 fn peer_silent(timeout: Duration, count: u64) -> anyhow::Error {
     anyhow!(
@@ -124,6 +149,10 @@ struct Loop<'a, T> {
     cq: &'a CompletionQueue,
     region: &'a verbs::MemoryRegion,
     wc: [WorkCompletion; 1],
+    /// SEND ping-pong: our SENDs not yet completed, the receive ring, the
+    /// slot of the last message and how many came.
+    sends_out: u32,
+    recv: Option<RecvRing>,
     recv_off: usize,
     send_off: usize,
     wr: SendWr,
@@ -142,22 +171,30 @@ struct Loop<'a, T> {
 
 impl SizeRun<'_> {
     /// Runs the loop; returns the number of operations (round trips)
-    /// done and the tick rate the samples were converted with.
+    /// done, the tick rate the samples were converted with, and (SEND
+    /// ping-pong) the last message's receive slot and the messages
+    /// received.
     ///
     /// # Errors
     /// A failed post or completion, or a peer silent for longer than
     /// `timeout`.
-    pub fn run(self, clock: &Clock) -> anyhow::Result<(u64, TickRate)> {
+    pub fn run(self, clock: &Clock) -> anyhow::Result<(u64, TickRate, Option<LastReceived>)> {
         let rate = clock.rate_now();
         // One monomorphised loop per source: no branch on the clock inside.
-        let count = match clock.source() {
+        let (count, received) = match clock.source() {
             ClockSource::Tsc => self.drive(rate, &TscTicks)?,
             ClockSource::Monotonic => self.drive(rate, &MonotonicTicks::starting_now())?,
         };
-        Ok((count, rate))
+        Ok((count, rate, received))
     }
 
-    fn drive(self, rate: TickRate, ticks: &impl Ticks) -> anyhow::Result<u64> {
+    /// The loop; returns the operations done and, for a SEND ping-pong,
+    /// the receive slot of the last message and how many came.
+    fn drive(
+        self,
+        rate: TickRate,
+        ticks: &impl Ticks,
+    ) -> anyhow::Result<(u64, Option<LastReceived>)> {
         let SizeRun {
             op,
             side,
@@ -192,6 +229,16 @@ impl SizeRun<'_> {
                 },
                 "RDMA WRITE",
             ),
+            LatOp::SendPingPong => (
+                SendWr {
+                    wr_id: 0,
+                    local,
+                    op: Op::Send { imm: None },
+                    signaled: true,
+                    inline,
+                },
+                "SEND",
+            ),
             LatOp::Read => (
                 SendWr {
                     wr_id: 0,
@@ -211,6 +258,15 @@ impl SizeRun<'_> {
             cq: side.cq(0),
             region: side.region(),
             wc: [WorkCompletion::default()],
+            sends_out: 0,
+            recv: (op == LatOp::SendPingPong).then(|| RecvRing {
+                base: side.exposed(0),
+                recv_len: side.layout().recv_len,
+                lkey: side.lkey(),
+                size,
+                last_slot: 0,
+                received: 0,
+            }),
             recv_off: side.exposed_offset(0) + len - 1,
             send_off: side.working_offset(0) + len - 1,
             wr,
@@ -276,13 +332,32 @@ impl SizeRun<'_> {
                     stamp = ticks.now();
                     record(rec, rate, until, begin, sent, stamp, total, margin);
                 }
+                (LatOp::SendPingPong, Role::Server) => {
+                    if !lp.wait_message(next, until, ch)? {
+                        break;
+                    }
+                    let arrived = ticks.now();
+                    if count > 0 {
+                        rec.record(rate.to_ns(arrived.saturating_sub(stamp)));
+                    }
+                    stamp = arrived;
+                    lp.post_message()?;
+                }
+                (LatOp::SendPingPong, Role::Client) => {
+                    let sent = stamp;
+                    lp.post_message()?;
+                    lp.wait_message(next, until, ch)?;
+                    stamp = ticks.now();
+                    record(rec, rate, until, begin, sent, stamp, total, margin);
+                }
                 (LatOp::Read, Role::Server) => {
                     bail!("the server of a read latency test posts nothing")
                 }
             }
             count = next;
         }
-        Ok(count)
+        lp.finish_sends()?;
+        Ok((count, lp.recv.map(|r| (r.last_slot, r.received))))
     }
 }
 
@@ -358,6 +433,125 @@ impl<T: Ticks> Loop<'_, T> {
                 }
             }
         }
+    }
+
+    /// SEND ping-pong: posts this turn's SEND (signaled; the next wait
+    /// also collects its completion).
+    #[inline]
+    fn post_message(&mut self) -> anyhow::Result<()> {
+        self.qp.post_send(&self.wr)?;
+        self.sends_out += 1;
+        Ok(())
+    }
+
+    /// SEND ping-pong: polls until the peer's next message is received
+    /// (its size checked, the receive posted again) and our SENDs have
+    /// completed. `Ok(false)` when a server in duration mode sees the
+    /// client's control message instead.
+    #[inline]
+    fn wait_message(
+        &mut self,
+        count: u64,
+        until: Until,
+        ch: Option<&Channel>,
+    ) -> anyhow::Result<bool> {
+        let mut got = false;
+        let mut spins = 0u32;
+        let mut since = None::<u64>;
+        loop {
+            if self.cq.poll(&mut self.wc)? == 1 {
+                self.completed(0)?;
+                if engine::sched::is_recv(self.wc[0].wr_id()) {
+                    got = true;
+                }
+                if got && self.sends_out == 0 {
+                    return Ok(true);
+                }
+                continue;
+            }
+            spins += 1;
+            if spins == SPINS_PER_CHECK {
+                spins = 0;
+                if self.watch.should_stop() {
+                    return Err(self.watch.reason());
+                }
+                let now = self.ticks.now();
+                let start = *since.get_or_insert(now);
+                if ch.is_some_and(Channel::has_pending) {
+                    if matches!(until, Until::PeerSaysStop) && !got {
+                        return Ok(false);
+                    }
+                    bail!("the peer stopped the measured phase");
+                }
+                if now.saturating_sub(start) > self.timeout_ticks {
+                    return Err(peer_silent(self.timeout, count));
+                }
+            }
+        }
+    }
+
+    /// One completion of the SEND ping-pong: a receive (checked, counted,
+    /// posted again) or one of our SENDs.
+    #[inline]
+    fn completed(&mut self, i: usize) -> anyhow::Result<()> {
+        let wc = &self.wc[i];
+        let qpn = self.qp.qp().qpn();
+        if !wc.is_success() {
+            bail!(
+                "{} on QPN {qpn:#x} completed with {}: the peer may be gone",
+                if engine::sched::is_recv(wc.wr_id()) {
+                    "a receive"
+                } else {
+                    self.name
+                },
+                wc.status()
+            );
+        }
+        if !engine::sched::is_recv(wc.wr_id()) {
+            self.sends_out = self.sends_out.saturating_sub(1);
+            return Ok(());
+        }
+        let Some(r) = &mut self.recv else {
+            bail!("a receive completed on QPN {qpn:#x}, which posted none");
+        };
+        if u64::from(wc.byte_len()) != r.size {
+            bail!(
+                "QPN {qpn:#x} received a {}-byte message where {}-byte SENDs were expected",
+                wc.byte_len(),
+                r.size
+            );
+        }
+        let slot = engine::sched::recv_slot(wc.wr_id());
+        crate::side::post_receive(self.qp, 0, r.base, r.recv_len, r.lkey, slot)?;
+        r.last_slot = slot;
+        r.received += 1;
+        Ok(())
+    }
+
+    /// After the loop: waits (bounded) for our last SEND's completion, so
+    /// none is left for the next size.
+    fn finish_sends(&mut self) -> anyhow::Result<()> {
+        let mut deadline = None::<u64>;
+        let mut polls = 0u32;
+        while self.sends_out > 0 {
+            if self.cq.poll(&mut self.wc)? == 1 {
+                self.completed(0)?;
+                continue;
+            }
+            polls += 1;
+            if polls == SPINS_PER_CHECK {
+                polls = 0;
+                let now = self.ticks.now();
+                if now > *deadline.get_or_insert(now.saturating_add(self.timeout_ticks)) {
+                    bail!(
+                        "no completion for our last {} within {:?} (--timeout)",
+                        self.name,
+                        self.timeout
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Spins until the peer's byte equals `flag` (an Acquire load, so the
@@ -443,6 +637,7 @@ impl LatMeasure {
     fn op(&self) -> LatOp {
         match self.spec.verb {
             Verb::Read => LatOp::Read,
+            Verb::Send => LatOp::SendPingPong,
             _ => LatOp::WritePingPong,
         }
     }
@@ -541,10 +736,25 @@ impl Measure for LatMeasure {
             threads: 1,
             tx_depth: 1,
             inline_size: self.cfg.inline_size,
-            area: self.cfg.buffer(),
-            initiates: self.op() == LatOp::WritePingPong || role == Role::Client,
+            // A SEND ping-pong's receives cycle over a page-sized ring.
+            area: if self.op() == LatOp::SendPingPong {
+                self.cfg.buffer().max(engine::config::RING_BYTES)
+            } else {
+                self.cfg.buffer()
+            },
+            initiates: self.op().is_ping_pong() || role == Role::Client,
             access: self.spec.access(),
             huge_pages: self.huge_pages,
+            rx_depth: if self.op() == LatOp::SendPingPong {
+                self.cfg.rx_depth
+            } else {
+                0
+            },
+            recv_len: if self.op() == LatOp::SendPingPong {
+                u32::try_from(self.cfg.max_size()).unwrap_or(u32::MAX)
+            } else {
+                0
+            },
         }
     }
 
@@ -575,7 +785,10 @@ impl Measure for LatMeasure {
     fn banner(&self, role: Role, info: &mut BannerInfo) {
         // perftest's latency tests post one at a time: TX depth 1 on the
         // side that posts.
-        let posts = role == Role::Client || self.op() == LatOp::WritePingPong;
+        let posts = role == Role::Client || self.op().is_ping_pong();
+        // perftest: on the server of a test with receives.
+        info.rx_depth =
+            (self.op() == LatOp::SendPingPong && role == Role::Server).then_some(self.cfg.rx_depth);
         info.tx_depth = posts.then_some(1);
         info.inline_size = self.cfg.inline_size;
         let clock = match role {
@@ -600,7 +813,7 @@ impl Measure for LatMeasure {
     fn table(&self, role: Role) -> Option<Box<dyn Report>> {
         // perftest's read_lat server prints no table; its write_lat
         // server prints its own.
-        (role == Role::Client || self.op() == LatOp::WritePingPong).then(|| match self.output {
+        (role == Role::Client || self.op().is_ping_pong()).then(|| match self.output {
             Some(f) => Box::new(FigureLines::new(f, TableStyle::default())) as Box<dyn Report>,
             None => Box::new(
                 LatTable::new(Stdout, self.cfg.duration.is_some(), self.spec.rtt_factor())
@@ -614,6 +827,11 @@ impl Measure for LatMeasure {
             // Zero before the barrier: the peer writes as soon as it has
             // the barrier's answer.
             LatOp::WritePingPong => side.zero(0, size),
+            LatOp::SendPingPong => {
+                side.drain_receives()?;
+                side.zero_exposed(engine::config::RING_BYTES.max(size))?;
+                side.fill_send_pattern(size)
+            }
             LatOp::Read if side.layout().initiates => side.zero_working(),
             LatOp::Read => Ok(()),
         }
@@ -662,16 +880,18 @@ impl Measure for LatMeasure {
             }
             .run(clock)
         };
-        let (count, rate) = match op {
-            // The write ping-pong keeps the peer busy: no heartbeat thread
+        let (count, rate, received) = match op {
+            // The ping-pong keeps the peer busy: no heartbeat thread
             // beside the measured loop.
-            LatOp::WritePingPong => match run(Some(&*ch), rec, &PeerWatch::default()) {
-                // The peer stopped and said why on the control channel.
-                Err(_) if stop::requested().is_none() && ch.has_pending() => {
-                    return Err(ch.why_peer_stopped());
+            LatOp::WritePingPong | LatOp::SendPingPong => {
+                match run(Some(&*ch), rec, &PeerWatch::default()) {
+                    // The peer stopped and said why on the control channel.
+                    Err(_) if stop::requested().is_none() && ch.has_pending() => {
+                        return Err(ch.why_peer_stopped());
+                    }
+                    r => r?,
                 }
-                r => r?,
-            },
+            }
             // The reader's peer is passive, waiting on the control channel.
             LatOp::Read => ch.with_heartbeat(|w| run(None, rec, w))??,
         };
@@ -683,11 +903,16 @@ impl Measure for LatMeasure {
             let bytes_checked = side.check_pattern(0, std::iter::once(0..size))?;
             self.check = Some(DataCheck { bytes_checked });
         }
+        if let Some((slot, n)) = received {
+            let bytes_checked = side.check_received(0, size, slot, n)?;
+            self.check = Some(DataCheck { bytes_checked });
+        }
         Ok(Some(LatOutcome { round_trips: count }))
     }
 
     fn shown(
         &mut self,
+        _side: &Side,
         role: Role,
         size: u64,
         mine: Option<&LatOutcome>,
@@ -723,7 +948,7 @@ impl Measure for LatMeasure {
                 figures: Figures::Lat(stats),
                 peer_result: None,
                 histogram: self.json_histogram.then(|| self.rec.histogram_base64()),
-                data_check: None,
+                data_check: self.check.take(),
                 clock: Some(self.clock.record(self.rate)),
             }));
         }

@@ -156,6 +156,7 @@ pub trait Measure: Sized {
     /// Outcomes that contradict each other.
     fn shown(
         &mut self,
+        side: &Side,
         role: Role,
         size: u64,
         mine: Option<&Self::Outcome>,

@@ -24,6 +24,9 @@ pub struct BannerInfo {
     pub tx_depth: Option<u32>,
     /// Work requests per post (`Post List` when above 1).
     pub post_list: u32,
+    /// The receive ring's depth, on a side that receives SENDs or writes
+    /// with immediate (perftest: the server, or both with `-b`).
+    pub rx_depth: Option<u32>,
     /// CQ moderation (bandwidth tests).
     pub cq_mod: u32,
     /// Completions taken per poll (perftest's `--cqe_poll`; perftest's
@@ -87,6 +90,9 @@ impl BannerInfo {
         }
         if self.post_list > 1 {
             let _ = writeln!(s, " Post List       : {}", self.post_list);
+        }
+        if let Some(r) = self.rx_depth {
+            let _ = writeln!(s, " RX depth        : {r}");
         }
         if self.bandwidth {
             let _ = writeln!(s, " CQ Moderation   : {}", self.cq_mod);
@@ -233,6 +239,7 @@ mod tests {
             qps: 2,
             tx_depth: Some(128),
             post_list: 1,
+            rx_depth: None,
             cq_mod: 100,
             poll_batch: 32,
             bidirectional: true,

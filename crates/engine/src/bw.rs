@@ -76,6 +76,9 @@ pub struct Measurement {
     /// The system's CPU use over the measurement window as perftest's
     /// `--cpu_util` reports it (percent), when it was sampled.
     pub system_cpu_pct: Option<f64>,
+    /// Every operation this side completed in the size's run, margins
+    /// included (what a target's data check counts).
+    pub operations: u64,
 }
 
 /// The `cpu` line of `/proc/stat`: its user and idle jiffies, the two
@@ -132,6 +135,10 @@ pub struct BwResult {
     /// `--cpu_util` in duration mode only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_cpu_util_pct: Option<f64>,
+    /// Every operation (or received message) this side completed in the
+    /// size's run, margins included.
+    #[serde(default)]
+    pub operations: u64,
 }
 
 impl BwResult {
@@ -168,6 +175,7 @@ impl BwResult {
                 0.0
             },
             system_cpu_util_pct: m.system_cpu_pct,
+            operations: m.operations,
         }
     }
 
@@ -188,6 +196,7 @@ impl BwResult {
             msg_rate_mpps: self.msg_rate_mpps + peer.msg_rate_mpps,
             cpu_util_pct: self.cpu_util_pct,
             system_cpu_util_pct: self.system_cpu_util_pct,
+            operations: self.operations.saturating_add(peer.operations),
         }
     }
 }
@@ -351,6 +360,7 @@ mod tests {
             cpu_ns: elapsed_ns / 2,
             wall_ns: elapsed_ns,
             system_cpu_pct: None,
+            operations: messages,
         }
     }
 
@@ -406,6 +416,7 @@ mod tests {
             msg_rate_mpps: 0.176487,
             cpu_util_pct: 99.5,
             system_cpu_util_pct: Some(2.5),
+            operations: 5000,
         }
     }
 
@@ -505,6 +516,7 @@ mod peer_values {
             cpu_ns: 0,
             wall_ns: 1_000,
             system_cpu_pct: None,
+            operations: 10,
         });
         let peer = BwResult {
             messages: u64::MAX,

@@ -179,6 +179,42 @@ pub struct BwConfig {
     /// completed, before each size is timed.
     #[serde(default)]
     pub warm_up: bool,
+    /// Receives kept posted per QP by the side that receives (perftest's
+    /// `-r/--rx-depth`; the send tests and `--write_with_imm`).
+    #[serde(default = "default_rx_depth")]
+    pub rx_depth: u32,
+    /// perftest's `--write_with_imm`: RDMA WRITE with immediate, each
+    /// consuming a receive on the target.
+    #[serde(default)]
+    pub write_with_imm: bool,
+}
+
+/// perftest's `DEF_RX_SEND`.
+pub const DEFAULT_RX_DEPTH: u32 = 512;
+/// perftest's limit on `-r/--rx-depth`.
+pub const MAX_RX_DEPTH: u32 = 16384;
+
+fn default_rx_depth() -> u32 {
+    DEFAULT_RX_DEPTH
+}
+
+/// perftest's receive-ring depth for a test with receives: `-r` (default
+/// 512), at most the iterations in iteration mode, and even (perftest's
+/// `force_dependecies`).
+pub fn effective_rx_depth(rx_depth: u32, iters: Option<u64>) -> u32 {
+    let d = match iters {
+        Some(n) if u64::from(rx_depth) > n => n as u32,
+        _ => rx_depth,
+    };
+    if d % 2 == 1 { d + 1 } else { d }
+}
+
+/// Bytes of device ring a receive ring of `rx_depth` entries per QP adds
+/// (a receive-queue entry and a completion-queue entry each), saturating.
+pub fn recv_ring_bytes(qps: u32, rx_depth: u32) -> u64 {
+    u64::from(qps)
+        .saturating_mul(u64::from(rx_depth))
+        .saturating_mul(SQ_ENTRY_BYTES + CQ_ENTRY_BYTES)
 }
 
 /// Most outstanding reads per QP a configuration may ask for (the verbs
@@ -218,6 +254,8 @@ impl Default for BwConfig {
             path: PathConfig::default(),
             endless: false,
             warm_up: false,
+            rx_depth: DEFAULT_RX_DEPTH,
+            write_with_imm: false,
         }
     }
 }
@@ -347,6 +385,12 @@ impl BwConfig {
                     "{} QPs × tx depth {} is {entries} send-queue entries; at most {MAX_SEND_QUEUE_ENTRIES}",
                     self.qps, self.tx_depth
                 ),
+            ));
+        }
+        if self.rx_depth == 0 || self.rx_depth > MAX_RX_DEPTH {
+            return Err(bad(
+                "-r/--rx-depth",
+                format!("rx depth {} is outside 1..={MAX_RX_DEPTH}", self.rx_depth),
             ));
         }
         if self.cq_mod == 0 || self.cq_mod > MAX_CQ_MOD {
@@ -602,6 +646,38 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rx_depth_follows_perftests_force_dependecies() {
+        // DEF_RX_SEND, clamped to the iterations, made even.
+        assert_eq!(effective_rx_depth(DEFAULT_RX_DEPTH, Some(1000)), 512);
+        assert_eq!(effective_rx_depth(512, Some(100)), 100);
+        assert_eq!(effective_rx_depth(512, Some(5)), 6);
+        assert_eq!(effective_rx_depth(33, None), 34);
+        assert_eq!(effective_rx_depth(16384, None), 16384);
+        let c = BwConfig {
+            rx_depth: 0,
+            ..BwConfig::default()
+        };
+        assert_eq!(c.validate().unwrap_err().flag, "-r/--rx-depth");
+        let c = BwConfig {
+            rx_depth: 16385,
+            ..BwConfig::default()
+        };
+        assert!(c.validate().unwrap_err().message.contains("1..=16384"));
+        let c = BwConfig {
+            qps: 16384,
+            tx_depth: 1,
+            cq_mod: 1,
+            rx_depth: 16384,
+            ..BwConfig::default()
+        };
+        // The receive rings (created only where a side receives) are
+        // bounded by the server's --max-mem estimate, not here.
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(recv_ring_bytes(2, 512), 2 * 512 * 128);
+        assert_eq!(recv_ring_bytes(u32::MAX, u32::MAX), u64::MAX);
+    }
 
     #[test]
     fn sizes_parse_with_binary_suffixes() {

@@ -52,6 +52,13 @@ pub struct LatConfig {
     /// Path options of the QP (`-S`, `--tclass`, `--flow_label`).
     #[serde(default)]
     pub path: crate::config::PathConfig,
+    /// Receives kept posted by each side of a SEND ping-pong (`-r`).
+    #[serde(default = "default_rx_depth")]
+    pub rx_depth: u32,
+}
+
+fn default_rx_depth() -> u32 {
+    crate::config::DEFAULT_RX_DEPTH
 }
 
 impl Default for LatConfig {
@@ -65,6 +72,7 @@ impl Default for LatConfig {
             mtu: None,
             outs: 0,
             path: crate::config::PathConfig::default(),
+            rx_depth: crate::config::DEFAULT_RX_DEPTH,
         }
     }
 }
@@ -78,6 +86,16 @@ impl LatConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         validate_run(&self.sizes, self.iters, self.duration, self.mtu)?;
         crate::config::validate_outs(self.outs)?;
+        if self.rx_depth == 0 || self.rx_depth > crate::config::MAX_RX_DEPTH {
+            return Err(ConfigError {
+                flag: "-r/--rx-depth",
+                message: format!(
+                    "rx depth {} is outside 1..={}",
+                    self.rx_depth,
+                    crate::config::MAX_RX_DEPTH
+                ),
+            });
+        }
         self.path.validate()
     }
 

@@ -243,6 +243,7 @@ mod tests {
             msg_rate_mpps: 0.18398,
             cpu_util_pct: 50.0,
             system_cpu_util_pct: Some(2.5),
+            operations: 5000,
         }
     }
 

@@ -75,6 +75,12 @@ pub struct RunContext {
     /// `unidirectional` or `bidirectional` (bandwidth tests).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub direction: Option<&'static str>,
+    /// Where this side's figures were measured, when the two sides
+    /// measure different things: `sender` (the send completions) or
+    /// `receiver` (the receive completions) of a SEND or RDMA WRITE with
+    /// immediate test.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_on: Option<&'static str>,
     /// Path MTU in use, bytes.
     pub mtu: u32,
     /// This side.
@@ -422,6 +428,7 @@ pub(crate) mod tests {
                 ..BwConfig::default()
             }),
             direction: Some("unidirectional"),
+            measured_on: None,
             mtu: 1024,
             local: side.clone(),
             remote: side,
@@ -446,6 +453,7 @@ pub(crate) mod tests {
             cpu_ns: 500,
             wall_ns: 1_000,
             system_cpu_pct: None,
+            operations: 10,
         });
         let mut out = Vec::new();
         let mut j = JsonLines::new(&mut out);

@@ -22,10 +22,32 @@ pub fn wr_id(qp: usize, index: u64) -> u64 {
     ((qp as u64) << QP_SHIFT) | (index.wrapping_add(1) & COUNT_MASK)
 }
 
-/// The QP index of a `wr_id`.
+/// The QP index of a `wr_id` (a send's or a receive's).
 #[inline]
 pub fn wr_id_qp(wr_id: u64) -> usize {
-    (wr_id >> QP_SHIFT) as usize
+    ((wr_id & !RECV_FLAG) >> QP_SHIFT) as usize
+}
+
+/// The bit that marks a receive's `wr_id` (sends and receives of a QP
+/// complete on the same CQ).
+pub const RECV_FLAG: u64 = 1 << 63;
+
+/// The `wr_id` of the receive in slot `slot` of QP `qp`'s receive ring.
+#[inline]
+pub fn recv_wr_id(qp: usize, slot: u32) -> u64 {
+    RECV_FLAG | ((qp as u64) << QP_SHIFT) | u64::from(slot)
+}
+
+/// Whether a `wr_id` is a receive's ([`recv_wr_id`]).
+#[inline]
+pub fn is_recv(wr_id: u64) -> bool {
+    wr_id & RECV_FLAG != 0
+}
+
+/// The ring slot of a receive's `wr_id`.
+#[inline]
+pub fn recv_slot(wr_id: u64) -> u32 {
+    (wr_id & COUNT_MASK) as u32
 }
 
 /// What the scheduler needs of the test.
@@ -327,6 +349,20 @@ mod tests {
     use super::*;
     use std::collections::VecDeque;
 
+    #[test]
+    fn receive_ids_name_their_qp_and_slot_and_never_look_like_a_send() {
+        for (qp, slot) in [(0usize, 0u32), (3, 511), (16383, 16383)] {
+            let id = recv_wr_id(qp, slot);
+            assert!(is_recv(id));
+            assert_eq!((wr_id_qp(id), recv_slot(id)), (qp, slot));
+        }
+        for (qp, i) in [(0usize, 0u64), (16383, COUNT_MASK - 1), (7, u64::MAX)] {
+            let id = wr_id(qp, i);
+            assert!(!is_recv(id));
+            assert_eq!(wr_id_qp(id), qp);
+        }
+    }
+
     /// A send queue as hardware keeps it: requests complete in order, and
     /// only signaled ones produce a completion (covering the unsignaled
     /// ones before them). Posting beyond the depth is an error, as
@@ -510,7 +546,7 @@ mod tests {
         assert_eq!(
             s.complete(u64::MAX),
             Err(SchedError::UnknownQp {
-                qp: 0xff_ffff,
+                qp: 0x7f_ffff,
                 qps: 2
             })
         );

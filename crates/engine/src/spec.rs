@@ -76,11 +76,15 @@ pub struct TestSpec {
 }
 
 /// Every test this build can run (the others are named but refused).
-pub const IMPLEMENTED: [TestSpec; 4] = [
+pub const IMPLEMENTED: [TestSpec; 8] = [
     TestSpec::WRITE_BW,
     TestSpec::WRITE_LAT,
     TestSpec::READ_BW,
     TestSpec::READ_LAT,
+    TestSpec::SEND_BW,
+    TestSpec::SEND_LAT,
+    TestSpec::FETCH_ADD_BW,
+    TestSpec::CMP_SWAP_BW,
 ];
 
 impl TestSpec {
@@ -92,6 +96,44 @@ impl TestSpec {
     pub const READ_BW: Self = Self::new(Verb::Read, Metric::Bw);
     /// `read_lat` (`ib_read_lat`).
     pub const READ_LAT: Self = Self::new(Verb::Read, Metric::Lat);
+    /// `send_bw` (`ib_send_bw`).
+    pub const SEND_BW: Self = Self::new(Verb::Send, Metric::Bw);
+    /// `send_lat` (`ib_send_lat`).
+    pub const SEND_LAT: Self = Self::new(Verb::Send, Metric::Lat);
+    /// `atomic_bw -A FETCH_AND_ADD` (`ib_atomic_bw`'s default).
+    pub const FETCH_ADD_BW: Self = Self::new(Verb::FetchAdd, Metric::Bw);
+    /// `atomic_bw -A CMP_AND_SWAP`.
+    pub const CMP_SWAP_BW: Self = Self::new(Verb::CmpSwap, Metric::Bw);
+
+    /// Whether the test runs atomics.
+    pub fn is_atomic(self) -> bool {
+        matches!(self.verb, Verb::FetchAdd | Verb::CmpSwap)
+    }
+
+    /// The same test with the atomic `verb` (for `-A`); other tests stay.
+    pub fn with_atomic(self, verb: Verb) -> Self {
+        if self.is_atomic() && matches!(verb, Verb::FetchAdd | Verb::CmpSwap) {
+            Self::new(verb, self.metric)
+        } else {
+            self
+        }
+    }
+
+    /// Whether the passive side receives: SENDs consume its receives, as
+    /// do RDMA WRITEs with immediate (`write_with_imm`).
+    pub fn receives(self, write_with_imm: bool) -> bool {
+        self.verb == Verb::Send || (self.verb == Verb::Write && write_with_imm)
+    }
+
+    /// The binary that runs the test: the spec's name, `atomic_bw` for
+    /// both atomic bandwidth tests (perftest's `ib_atomic_bw -A`).
+    pub fn binary(self) -> &'static str {
+        match (self.verb, self.metric) {
+            (Verb::FetchAdd | Verb::CmpSwap, Metric::Bw) => "atomic_bw",
+            (Verb::FetchAdd | Verb::CmpSwap, Metric::Lat) => "atomic_lat",
+            _ => self.name(),
+        }
+    }
 
     /// The test of `verb` measured by `metric`.
     pub const fn new(verb: Verb, metric: Metric) -> Self {
@@ -143,8 +185,9 @@ impl TestSpec {
             Verb::Write | Verb::WriteImm => "RDMA_Write",
             Verb::Read => "RDMA_Read",
             Verb::Send => "Send",
-            Verb::FetchAdd => "Atomic_FETCH_AND_ADD",
-            Verb::CmpSwap => "Atomic_CMP_AND_SWAP",
+            // perftest prints "Atomic " and then the type.
+            Verb::FetchAdd => "Atomic FETCH_AND_ADD",
+            Verb::CmpSwap => "Atomic CMP_AND_SWAP",
         };
         let metric = match self.metric {
             Metric::Bw => "BW",
@@ -278,6 +321,21 @@ mod tests {
         assert_eq!(TestSpec::READ_LAT.title(), "RDMA_Read Latency Test");
         assert_eq!(TestSpec::WRITE_BW.title(), "RDMA_Write BW Test");
         assert_eq!(TestSpec::WRITE_LAT.title(), "RDMA_Write Latency Test");
+        assert_eq!(TestSpec::SEND_BW.title(), "Send BW Test");
+        assert_eq!(
+            TestSpec::FETCH_ADD_BW.title(),
+            "Atomic FETCH_AND_ADD BW Test"
+        );
+        assert_eq!(TestSpec::CMP_SWAP_BW.title(), "Atomic CMP_AND_SWAP BW Test");
+        assert_eq!(TestSpec::CMP_SWAP_BW.binary(), "atomic_bw");
+        assert_eq!(
+            TestSpec::FETCH_ADD_BW.with_atomic(Verb::CmpSwap),
+            TestSpec::CMP_SWAP_BW
+        );
+        assert_eq!(
+            TestSpec::SEND_BW.with_atomic(Verb::CmpSwap),
+            TestSpec::SEND_BW
+        );
     }
 
     #[test]
