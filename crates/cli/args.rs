@@ -272,8 +272,8 @@ pub struct Cli {
     /// do not depend on the CPU frequency, so there is no warning to silence.
     #[arg(short = 'F', long = "CPU-freq")]
     pub cpu_freq: bool,
-    /// Accepted for perftest's command lines; no effect: rdmaperf always
-    /// posts with ibv_post_send.
+    /// Post with ibv_post_send instead of the ibv_wr_* API (which is the
+    /// default where the device has it, as perftest's).
     #[arg(long = "use_old_post_send")]
     pub use_old_post_send: bool,
     /// Accepted for perftest's command lines; no effect: rdmaperf never
@@ -790,6 +790,17 @@ pub fn cpu_list_arg(s: &str) -> Result<CpuList, String> {
 }
 
 impl Cli {
+    /// How work requests are posted: `ibv_wr_*` unless
+    /// `--use_old_post_send` (each side's own flag: it changes how a side
+    /// posts, not what goes on the wire).
+    pub fn post_path(&self) -> verbs::PostPath {
+        if self.use_old_post_send {
+            verbs::PostPath::Classic
+        } else {
+            verbs::PostPath::Extended
+        }
+    }
+
     /// Where the process should run (`--pin_cores`, `--numa_node`,
     /// `--disable_numa`, else the NIC's node).
     pub fn placement(&self) -> crate::placement::Placement {

@@ -149,6 +149,7 @@ fn banner<M: Measure>(
         qps: 1,
         tx_depth: None,
         post_list: 1,
+        wr_api: side.post_path() == verbs::PostPath::Extended,
         rx_depth: None,
         cq_mod: 1,
         poll_batch: 1,

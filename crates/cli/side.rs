@@ -51,6 +51,9 @@ pub struct Layout {
     /// Bytes each receive can hold (0: empty receives, for RDMA WRITE
     /// with immediate, whose data lands by address).
     pub recv_len: u32,
+    /// How work is posted: `ibv_wr_*` (perftest's default, where the
+    /// device has it) or `ibv_post_send` (`--use_old_post_send`).
+    pub post_path: verbs::PostPath,
 }
 
 impl Layout {
@@ -173,21 +176,23 @@ fn create_qp(
     layout: &Layout,
     region: &Arc<MemoryRegion>,
 ) -> anyhow::Result<BoundQueuePair> {
-    let qp = pd.create_rc_qp(cq, cq, caps).map_err(|e| match &e {
-        verbs::Error::Verb {
-            verb: "ibv_create_qp",
-            source,
-        } if source.raw_os_error() == Some(nix::libc::EINVAL) && layout.inline_size > 0 => {
-            anyhow::Error::new(UsageError(format!(
-                "-I/--inline-size: {} refused a QP with {} bytes of inline data \
+    let qp = pd
+        .create_rc_qp_on(cq, cq, caps, layout.post_path)
+        .map_err(|e| match &e {
+            verbs::Error::Verb {
+                verb: "ibv_create_qp" | "ibv_create_qp_ex",
+                source,
+            } if source.raw_os_error() == Some(nix::libc::EINVAL) && layout.inline_size > 0 => {
+                anyhow::Error::new(UsageError(format!(
+                    "-I/--inline-size: {} refused a QP with {} bytes of inline data \
                  (or tx depth {}): {e}",
-                port.ctx.name(),
-                layout.inline_size,
-                layout.tx_depth
-            )))
-        }
-        _ => anyhow::Error::new(e).context("creating a queue pair"),
-    })?;
+                    port.ctx.name(),
+                    layout.inline_size,
+                    layout.tx_depth
+                )))
+            }
+            _ => anyhow::Error::new(e).context("creating a queue pair"),
+        })?;
     Ok(BoundQueuePair::new(qp, Arc::clone(region))?)
 }
 
@@ -324,6 +329,14 @@ impl Side {
     /// The layout it was created with.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// How the QPs post (the device may not have the extended path the
+    /// layout asked for: then `ibv_post_send`).
+    pub fn post_path(&self) -> verbs::PostPath {
+        self.qps
+            .first()
+            .map_or(verbs::PostPath::Classic, |q| q.qp().post_path())
     }
 
     /// Per QP: what the peer needs to address our exposed area.

@@ -283,7 +283,25 @@ pub fn table_rows(stdout: &str, header: &str) -> Vec<Vec<f64>> {
 
 /// A spawned binary that is killed when dropped unwaited (a failing test
 /// must not leave a spinning peer behind to starve the next test).
-pub struct Reaper(Option<std::process::Child>);
+pub struct Reaper(Option<std::process::Child>, Option<Drains>);
+
+/// Threads reading a child's stdout and stderr from its start: a process
+/// that writes more than a pipe holds (the banner of 256 QPs is ~100 KB)
+/// would otherwise block on the write until the test reads its output.
+type Drains = (
+    std::thread::JoinHandle<Vec<u8>>,
+    std::thread::JoinHandle<Vec<u8>>,
+);
+
+fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut p) = pipe {
+            let _ = p.read_to_end(&mut buf);
+        }
+        buf
+    })
+}
 
 impl Reaper {
     /// Spawns `bin` with `args`, stdout and stderr captured.
@@ -307,15 +325,16 @@ impl Reaper {
         if let Some(d) = dir {
             cmd.current_dir(d);
         }
-        Self(Some(
-            cmd.args(args)
-                .envs(env.iter().copied())
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("spawn {bin}: {e}")),
-        ))
+        let mut child = cmd
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {bin}: {e}"));
+        let drains = (drain(child.stdout.take()), drain(child.stderr.take()));
+        Self(Some(child), Some(drains))
     }
 
     /// The process id.
@@ -397,21 +416,30 @@ impl Reaper {
     pub fn wait_bounded(mut self, limit: Duration, what: &str) -> std::process::Output {
         let mut child = self.0.take().expect("process already reaped");
         let start = Instant::now();
-        loop {
-            if child.try_wait().unwrap().is_some() {
-                return child.wait_with_output().unwrap();
+        let (status, timed_out) = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break (status, false);
             }
             if start.elapsed() > limit {
                 let _ = child.kill();
-                let out = child.wait_with_output().unwrap();
-                panic!(
-                    "{what} did not exit within {limit:?}\nstdout:\n{}\nstderr:\n{}",
-                    text(&out.stdout),
-                    text(&out.stderr)
-                );
+                break (child.wait().unwrap(), true);
             }
             std::thread::sleep(Duration::from_millis(20));
+        };
+        let (stdout, stderr) = self.1.take().expect("output already taken");
+        let out = std::process::Output {
+            status,
+            stdout: stdout.join().unwrap_or_default(),
+            stderr: stderr.join().unwrap_or_default(),
+        };
+        if timed_out {
+            panic!(
+                "{what} did not exit within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                text(&out.stdout),
+                text(&out.stderr)
+            );
         }
+        out
     }
 }
 

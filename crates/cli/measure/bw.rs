@@ -932,6 +932,8 @@ pub struct BwMeasure {
     limits: Limits,
     /// `--use_hugepages`.
     huge_pages: bool,
+    /// `ibv_wr_*`, or `ibv_post_send` with `--use_old_post_send`.
+    post_path: verbs::PostPath,
     /// `--report-both` with `-b`: each size's own and peer figures.
     report_both: Option<Vec<(BwResult, BwResult)>>,
     expect: Option<ExpectRate>,
@@ -1030,6 +1032,7 @@ impl Measure for BwMeasure {
             role,
             report_both,
             huge_pages: cli.use_hugepages,
+            post_path: cli.post_path(),
             style,
             output: cli.output,
             limits: Limits {
@@ -1074,6 +1077,7 @@ impl Measure for BwMeasure {
             initiates: self.initiates(role),
             access: self.spec.access(),
             huge_pages: self.huge_pages,
+            post_path: self.post_path,
             rx_depth: self.receiving(role).map_or(0, |_| self.cfg.rx_depth),
             recv_len: self.receiving(role).map_or(0, |r| r.recv_len),
         }

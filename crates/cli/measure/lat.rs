@@ -610,6 +610,8 @@ pub struct LatMeasure {
     report_histogram: bool,
     report_unsorted: bool,
     huge_pages: bool,
+    /// `ibv_wr_*`, or `ibv_post_send` with `--use_old_post_send`.
+    post_path: verbs::PostPath,
     perftest_stats: bool,
     /// `--cpu_util` in duration mode: perftest's system CPU figure.
     cpu_util: bool,
@@ -695,6 +697,7 @@ impl Measure for LatMeasure {
             report_histogram: cli.report_histogram,
             report_unsorted: cli.report_unsorted,
             huge_pages: cli.use_hugepages,
+            post_path: cli.post_path(),
             perftest_stats: cli.perftest_stats,
             cpu_util,
             system_cpu: None,
@@ -745,6 +748,7 @@ impl Measure for LatMeasure {
             initiates: self.op().is_ping_pong() || role == Role::Client,
             access: self.spec.access(),
             huge_pages: self.huge_pages,
+            post_path: self.post_path,
             rx_depth: if self.op() == LatOp::SendPingPong {
                 self.cfg.rx_depth
             } else {

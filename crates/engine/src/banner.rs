@@ -1,8 +1,8 @@
 //! perftest's test banner (`ctx_print_test_info`) and address lines
 //! (`ctx_print_pingpong_data`), field for field and width for width, for
-//! what rdmaperf runs (RC, no SRQ, no dual port, `ibv_post_send`, no PCIe
-//! relaxed ordering, no rdma_cm). rdmaperf prints it on stderr: stdout
-//! carries results only.
+//! what rdmaperf runs (RC, no SRQ, no dual port, `ibv_wr_*` or
+//! `ibv_post_send`, no PCIe relaxed ordering, no rdma_cm). rdmaperf prints
+//! it on stderr: stdout carries results only.
 
 use std::fmt::Write as _;
 
@@ -24,6 +24,9 @@ pub struct BannerInfo {
     pub tx_depth: Option<u32>,
     /// Work requests per post (`Post List` when above 1).
     pub post_list: u32,
+    /// Whether work is posted with the `ibv_wr_*` API (perftest's
+    /// default) rather than `ibv_post_send`.
+    pub wr_api: bool,
     /// The receive ring's depth, on a side that receives SENDs or writes
     /// with immediate (perftest: the server, or both with `-b`).
     pub rx_depth: Option<u32>,
@@ -83,7 +86,8 @@ impl BannerInfo {
         let _ = writeln!(s, " PCIe relax order: OFF\t\tLock-free      : OFF");
         let _ = writeln!(
             s,
-            " ibv_wr* API     : OFF\t\tUsing Enhanced Reorder      : OFF"
+            " ibv_wr* API     : {}\t\tUsing Enhanced Reorder      : OFF",
+            on_off(self.wr_api)
         );
         if let Some(t) = self.tx_depth {
             let _ = writeln!(s, " TX depth        : {t}");
@@ -239,6 +243,7 @@ mod tests {
             qps: 2,
             tx_depth: Some(128),
             post_list: 1,
+            wr_api: true,
             rx_depth: None,
             cq_mod: 100,
             poll_batch: 32,
@@ -277,7 +282,7 @@ mod tests {
             ),
             (
                 " ibv_wr* API     : %s\t\tUsing Enhanced Reorder      : %s",
-                vec![S("OFF"), S("OFF")],
+                vec![S("ON"), S("OFF")],
             ),
             (" TX depth        : %d", vec![U(128)]),
             (" CQ Moderation   : %d", vec![U(100)]),
