@@ -15,7 +15,8 @@ use engine::bw::{BwResult, Measurement, Table, TableStyle, Unit};
 use engine::lat::{LatRecorder, LatStats, LatTable};
 use engine::wire::{self, Message, QpInfo, SideInfo};
 use verbs::{
-    AccessFlags, BoundQueuePair, ConnectOptions, Context, QueuePairCaps, SendWr, WorkCompletion,
+    AccessFlags, BoundQueuePair, ConnectOptions, Context, PostPath, QueuePairCaps, SendWr,
+    WorkCompletion,
 };
 
 fn stats_path(c: &mut Criterion) {
@@ -128,7 +129,9 @@ fn reports(c: &mut Criterion) {
 }
 
 /// One RDMA WRITE of 2 bytes posted and its completion polled, on a QP
-/// pair connected to itself through the device.
+/// pair connected to itself through the device, on each post path
+/// (`ibv_post_send` and `ibv_wr_*`), in one run so their ratio is
+/// comparable.
 fn post_and_poll(c: &mut Criterion) {
     let Ok(dev) = std::env::var("RDMAPERF_TEST_DEVICE") else {
         eprintln!("post_and_poll: skipped (set RDMAPERF_TEST_DEVICE, e.g. inside scripts/vm-run)");
@@ -137,48 +140,55 @@ fn post_and_poll(c: &mut Criterion) {
     let ctx = Context::open(&dev).expect("open device");
     let port = ctx.query_port(1).expect("port 1");
     let gid_index = port.link_layer.is_ethernet().then_some(0);
-    let mk = || {
-        let pd = ctx.alloc_pd().unwrap();
-        let cq = ctx.create_cq(64).unwrap();
-        let mr = pd
-            .allocate(4096, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)
-            .unwrap();
-        let caps = QueuePairCaps {
-            max_send_wr: 16,
-            max_inline_data: 64,
-            ..QueuePairCaps::default()
-        };
-        let qp = pd.create_rc_qp(&cq, &cq, &caps).unwrap();
-        (cq, BoundQueuePair::new(qp, Arc::new(mr)).unwrap())
-    };
-    let (cq_a, mut a) = mk();
-    let (_cq_b, mut b) = mk();
-    let ea = a.endpoint(1, gid_index, 1).unwrap();
-    let eb = b.endpoint(1, gid_index, 2).unwrap();
-    let opts = |psn| ConnectOptions {
-        port: 1,
-        gid_index,
-        mtu: port.active_mtu,
-        psn,
-        ..ConnectOptions::default()
-    };
-    a.connect(&opts(1), &eb).unwrap();
-    b.connect(&opts(2), &ea).unwrap();
-    let remote = b.region().remote();
-    let write = SendWr::write(1, a.region().sge(0..2).unwrap(), remote)
-        .unwrap()
-        .inline(true);
-    let mut wc = [WorkCompletion::default()];
     let mut group = c.benchmark_group("device");
     group.measurement_time(Duration::from_secs(5));
-    group.bench_function("post_and_poll_2B_inline_write", |bch| {
-        bch.iter(|| {
-            a.post_send(&write).unwrap();
-            cq_a.poll_until(&mut wc, Instant::now() + Duration::from_secs(5))
-                .expect("a completion within 5 s");
-            assert!(wc[0].is_success());
-        })
-    });
+    for path in [PostPath::Classic, PostPath::Extended] {
+        let mk = || {
+            let pd = ctx.alloc_pd().unwrap();
+            let cq = ctx.create_cq(64).unwrap();
+            let mr = pd
+                .allocate(4096, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)
+                .unwrap();
+            let caps = QueuePairCaps {
+                max_send_wr: 16,
+                max_inline_data: 64,
+                ..QueuePairCaps::default()
+            };
+            let qp = pd.create_rc_qp_on(&cq, &cq, &caps, path).unwrap();
+            (cq, BoundQueuePair::new(qp, Arc::new(mr)).unwrap())
+        };
+        let (cq_a, mut a) = mk();
+        let (_cq_b, mut b) = mk();
+        let got = a.qp().post_path();
+        let ea = a.endpoint(1, gid_index, 1).unwrap();
+        let eb = b.endpoint(1, gid_index, 2).unwrap();
+        let opts = |psn| ConnectOptions {
+            port: 1,
+            gid_index,
+            mtu: port.active_mtu,
+            psn,
+            ..ConnectOptions::default()
+        };
+        a.connect(&opts(1), &eb).unwrap();
+        b.connect(&opts(2), &ea).unwrap();
+        let remote = b.region().remote();
+        let write = SendWr::write(1, a.region().sge(0..2).unwrap(), remote)
+            .unwrap()
+            .inline(true);
+        let mut wc = [WorkCompletion::default()];
+        let name = match got {
+            PostPath::Classic => "post_and_poll_2B_inline_write/ibv_post_send",
+            PostPath::Extended => "post_and_poll_2B_inline_write/ibv_wr",
+        };
+        group.bench_function(name, |bch| {
+            bch.iter(|| {
+                a.post_send(&write).unwrap();
+                cq_a.poll_until(&mut wc, Instant::now() + Duration::from_secs(5))
+                    .expect("a completion within 5 s");
+                assert!(wc[0].is_success());
+            })
+        });
+    }
     group.finish();
 }
 

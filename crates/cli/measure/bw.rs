@@ -646,7 +646,7 @@ impl<O: BwOp> Worker<'_, O> {
                     Some(0)
                 },
                 tx_depth: cfg.tx_depth,
-                cq_mod: cfg.cq_mod,
+                cq_mod: engine::config::signal_interval(cfg.cq_mod, cfg.post_list, size),
                 post_list: cfg.post_list,
             },
             n,
@@ -820,6 +820,13 @@ impl<O: BwOp> Worker<'_, O> {
             }
         }
 
+        if counts_receives && let Some(w) = &mut window {
+            // The sender closed the phase (every QP's end of phase came)
+            // before this side's clock reached the window's end: the
+            // window ends at the last message.
+            let last = seen.last_at.unwrap_or(end);
+            w.close_at((last - begin).as_nanos() as u64, seen.count);
+        }
         let begin = if counts_receives && window.is_none() {
             seen.first.unwrap_or(begin)
         } else {

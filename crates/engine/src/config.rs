@@ -189,6 +189,27 @@ pub struct BwConfig {
     pub write_with_imm: bool,
 }
 
+/// Most bytes between two signaled work requests of a QP: CQ moderation
+/// (`-Q`, 100 by default with `-a`) at 4–8 MiB messages would otherwise
+/// leave 400–800 MiB without a completion, longer than `--timeout` on a
+/// slow link (seen on soft-RoCE: `write_bw -a -n 400` stalled at 4 MiB).
+pub const MAX_BYTES_PER_SIGNAL: u64 = 1 << 20;
+
+/// The CQ moderation a size runs with: `cq_mod`, lowered so that no more
+/// than [`MAX_BYTES_PER_SIGNAL`] go between two completions (at least
+/// every message). Only which requests ask for a completion changes, not
+/// what is posted or measured; with a post list (`-l`) it stays `cq_mod`,
+/// which then equals the list.
+pub fn signal_interval(cq_mod: u32, post_list: u32, size: u64) -> u32 {
+    if post_list > 1 {
+        return cq_mod;
+    }
+    let by_bytes = (MAX_BYTES_PER_SIGNAL / size.max(1)).max(1);
+    cq_mod
+        .min(u32::try_from(by_bytes).unwrap_or(u32::MAX))
+        .max(1)
+}
+
 /// perftest's `DEF_RX_SEND`.
 pub const DEFAULT_RX_DEPTH: u32 = 512;
 /// perftest's limit on `-r/--rx-depth`.
@@ -646,6 +667,21 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_messages_ask_for_a_completion_at_least_every_mib() {
+        assert_eq!(signal_interval(100, 1, 65536), 16);
+        assert_eq!(signal_interval(100, 1, 4096), 100);
+        assert_eq!(signal_interval(100, 1, 4 << 20), 1);
+        assert_eq!(signal_interval(100, 1, 8 << 20), 1);
+        assert_eq!(signal_interval(1, 1, 2), 1);
+        assert_eq!(
+            signal_interval(8, 8, 8 << 20),
+            8,
+            "a post list keeps its moderation"
+        );
+        assert_eq!(signal_interval(100, 1, 0), 100);
+    }
 
     #[test]
     fn rx_depth_follows_perftests_force_dependecies() {

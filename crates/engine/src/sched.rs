@@ -286,6 +286,16 @@ impl DurationWindow {
         t_ns < self.total_ns
     }
 
+    /// Ends the window at `t_ns` with `completed` messages if it has begun
+    /// and not yet ended: a receiver's phase that the sender closed before
+    /// the receiver's own clock reached the window's end (the two sides
+    /// start their clocks a few milliseconds apart).
+    pub fn close_at(&mut self, t_ns: u64, completed: u64) {
+        if self.start.is_some() && self.end.is_none() {
+            self.end = Some((t_ns, completed));
+        }
+    }
+
     /// Messages and nanoseconds between the window's two ends, once both
     /// were observed.
     pub fn measured(&self) -> Option<(u64, u64)> {
@@ -550,6 +560,23 @@ mod tests {
                 qps: 2
             })
         );
+    }
+
+    #[test]
+    fn a_window_closed_early_ends_where_it_was_closed() {
+        let mut d = DurationWindow::new(10_000, 0);
+        d.observe(0, 0);
+        d.observe(9_000, 90);
+        assert_eq!(d.measured(), None);
+        d.close_at(9_500, 95);
+        assert_eq!(d.measured(), Some((95, 9_500)));
+        // A window already ended, or never begun, is left alone.
+        d.close_at(20_000, 200);
+        assert_eq!(d.measured(), Some((95, 9_500)));
+        let mut late = DurationWindow::new(10_000, 2_000);
+        late.observe(1_000, 10);
+        late.close_at(1_500, 15);
+        assert_eq!(late.measured(), None);
     }
 
     #[test]
