@@ -272,8 +272,9 @@ pub struct Cli {
     /// do not depend on the CPU frequency, so there is no warning to silence.
     #[arg(short = 'F', long = "CPU-freq")]
     pub cpu_freq: bool,
-    /// Post with ibv_post_send instead of the ibv_wr_* API (which is the
-    /// default where the device has it, as perftest's).
+    /// Post with ibv_post_send instead of the ibv_wr_* API (the default on
+    /// the devices where perftest uses it: ConnectX-4 and later, BlueField,
+    /// EFA, HNS; ibv_post_send elsewhere, as perftest).
     #[arg(long = "use_old_post_send")]
     pub use_old_post_send: bool,
     /// Accepted for perftest's command lines; no effect: rdmaperf never

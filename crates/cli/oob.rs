@@ -141,12 +141,30 @@ pub enum Bound {
         /// The phase's whole bound, for the error message.
         bound: Duration,
     },
+    /// The set-up of a session's QPs (the peer creates and connects them,
+    /// seconds for thousands): as [`Bound::Phase`], heartbeats show the
+    /// peer alive, each frame within `--timeout` of the last, none past
+    /// `at`.
+    Setup {
+        /// The deadline.
+        at: Instant,
+        /// The whole bound, for the error message.
+        bound: Duration,
+    },
 }
 
 impl Bound {
     /// A phase that starts now and may last `bound`.
     pub fn phase(bound: Duration) -> Self {
         Self::Phase {
+            at: Instant::now() + bound,
+            bound,
+        }
+    }
+
+    /// A set-up that starts now and may last `bound`.
+    pub fn setup(bound: Duration) -> Self {
+        Self::Setup {
             at: Instant::now() + bound,
             bound,
         }
@@ -233,6 +251,11 @@ impl Channel {
         self.peer
     }
 
+    /// The bound on every wait (`--timeout`).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Changes the bound on every wait (`--timeout`).
     pub fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
@@ -265,7 +288,8 @@ impl Channel {
     pub fn recv_within(&mut self, waiting_for: &str, bound: Bound) -> anyhow::Result<Message> {
         let (end, phase) = match bound {
             Bound::Message => (Instant::now() + self.timeout, None),
-            Bound::Phase { at, bound } => (at, Some(bound)),
+            Bound::Phase { at, bound } => (at, Some((bound, false))),
+            Bound::Setup { at, bound } => (at, Some((bound, true))),
         };
         loop {
             // Each frame within --timeout of the last, none past the end.
@@ -276,15 +300,21 @@ impl Channel {
             });
             match got {
                 Ok(Message::Heartbeat) => continue,
-                Err(WireError::Timeout) if silence > end && phase.is_some() => {
-                    bail!(
+                Err(WireError::Timeout) if silence > end && phase.is_some() => match phase {
+                    Some((bound, true)) => bail!(
+                        "no {waiting_for} from peer {} within the set-up bound of {bound:.1?} \
+                         (--timeout plus {:?} per QP): the peer is alive but its set-up does not end",
+                        self.peer,
+                        engine::config::SETUP_PER_QP
+                    ),
+                    _ => bail!(
                         "no {waiting_for} from peer {} within the measured phase's bound of {:.1?} \
                          (its iterations or duration at the slowest rates allowed, plus --timeout): \
                          the peer is alive but its measurement does not end",
                         self.peer,
-                        phase.unwrap_or_default()
-                    )
-                }
+                        phase.map(|p| p.0).unwrap_or_default()
+                    ),
+                },
                 got => return self.received(got, waiting_for),
             }
         }

@@ -366,14 +366,18 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
             local_qps.clone(),
         )?;
         let outs = effective_outs(spec, outs, &local_side, &remote_side);
-        side.connect(
-            &remote_qps,
-            mtu,
-            cli.conn.qp_timeout,
-            outs,
-            m.config().path(),
-            cli.conn.pkey_index,
-        )?;
+        // The server, waiting for the first barrier, gets heartbeats while
+        // our QPs connect.
+        ch.with_heartbeat(|_| {
+            side.connect(
+                &remote_qps,
+                mtu,
+                cli.conn.qp_timeout,
+                outs,
+                m.config().path(),
+                cli.conn.pkey_index,
+            )
+        })??;
         // --output: the number alone, as perftest (no banner).
         if cli.output.is_none() {
             banner(
@@ -540,21 +544,31 @@ fn serve<M: Measure>(
     let mtu = server_mtu(&port, m.config().mtu(), client_side.mtu);
     let outs = effective_outs(spec, m.config().outs(), &client_side, local_side);
     m.on_port(&port);
-    let mut side = match m.create_side(port, Role::Server) {
+    // Creating and connecting thousands of QPs takes seconds: the client,
+    // waiting for the answer, gets heartbeats meanwhile (its bound is
+    // --timeout between frames, and the set-up budget in all).
+    let setup = ch.with_heartbeat(|_| {
+        let mut side = m
+            .create_side(port, Role::Server)
+            .map_err(|e| format!("server cannot set up the test: {e:#}"))?;
+        let local_qps = side
+            .qp_infos()
+            .map_err(|e| format!("server cannot describe its QPs: {e:#}"))?;
+        side.connect(
+            &client_qps,
+            mtu,
+            cli.conn.qp_timeout,
+            outs,
+            m.config().path(),
+            cli.conn.pkey_index,
+        )
+        .map_err(|e| format!("server cannot connect its QPs: {e:#}"))?;
+        Ok::<_, String>((side, local_qps))
+    })?;
+    let (side, local_qps) = match setup {
         Ok(s) => s,
-        Err(e) => return Err(reject(ch, format!("server cannot set up the test: {e:#}"))),
+        Err(reason) => return Err(reject(ch, reason)),
     };
-    let local_qps = side.qp_infos()?;
-    if let Err(e) = side.connect(
-        &client_qps,
-        mtu,
-        cli.conn.qp_timeout,
-        outs,
-        m.config().path(),
-        cli.conn.pkey_index,
-    ) {
-        return Err(reject(ch, format!("server cannot connect its QPs: {e:#}")));
-    }
     stop::pause_point("accept");
     server_accept(ch, local_side, mtu, local_qps.clone())?;
     // --output: the number alone, as perftest (no banner).
@@ -581,7 +595,22 @@ fn serve<M: Measure>(
         out.begin()?;
         let mut phase = 0u32;
         let endless = m.config().endless();
-        while let Some(size) = server_next_phase(ch, phase, &sizes, endless)? {
+        while let Some(size) = server_next_phase(
+            ch,
+            phase,
+            &sizes,
+            endless,
+            // The first barrier comes once the client has connected its
+            // QPs.
+            if phase == 0 {
+                Bound::setup(engine::config::setup_budget(
+                    side.qps.len() as u32,
+                    cli.conn.timeout,
+                ))
+            } else {
+                Bound::Message
+            },
+        )? {
             stop::check()?;
             at.in_progress = Some(size);
             m.prepare(&side, size)?;

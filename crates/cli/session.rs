@@ -31,13 +31,19 @@ pub fn client_hello(
     mtu: Mtu,
     qps: Vec<QpInfo>,
 ) -> anyhow::Result<(SideInfo, Vec<QpInfo>, Mtu)> {
+    // The server creates and connects as many QPs as we offer before it
+    // answers, sending heartbeats meanwhile.
+    let bound = crate::oob::Bound::setup(engine::config::setup_budget(
+        u32::try_from(qps.len()).unwrap_or(u32::MAX),
+        ch.timeout(),
+    ));
     ch.send(&Message::Hello {
         test: test.into(),
         config,
         side: with_mtu(side, mtu),
         qps,
     })?;
-    match ch.recv("the server's answer")? {
+    match ch.recv_within("the server's answer", bound)? {
         Message::Accept { side, qps, mtu } => {
             let mtu =
                 Mtu::from_bytes(mtu).ok_or_else(|| anyhow!("server chose an invalid MTU {mtu}"))?;
@@ -96,8 +102,9 @@ pub fn server_next_phase(
     phase: u32,
     sizes: &[u64],
     endless: bool,
+    bound: crate::oob::Bound,
 ) -> anyhow::Result<Option<u64>> {
-    match ch.recv("the next phase")? {
+    match ch.recv_within("the next phase", bound)? {
         Message::Barrier { phase: p } if p == phase => {
             let size = sizes
                 .get(phase as usize)

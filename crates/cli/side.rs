@@ -271,6 +271,22 @@ impl Side {
             .with_context(|| format!("registering {bytes} bytes on {}", port.ctx.name()))?,
         );
         refuse_beyond_device(&port, &dev, layout)?;
+        // As perftest: the ibv_wr_* API only on the devices it lists (and
+        // not with --use_old_post_send); ibv_post_send everywhere else.
+        let layout = &Layout {
+            post_path: match layout.post_path {
+                verbs::PostPath::Extended
+                    if engine::spec::perftest_posts_with_wr_api(
+                        dev.vendor_id,
+                        dev.vendor_part_id,
+                    ) =>
+                {
+                    verbs::PostPath::Extended
+                }
+                _ => verbs::PostPath::Classic,
+            },
+            ..*layout
+        };
         let per_qp = layout.cq_entries_per_qp();
         let max_cqe = u64::try_from(dev.max_cqe).unwrap_or(0);
         let caps = QueuePairCaps {

@@ -1,7 +1,11 @@
-//! The bandwidth loop, generic over the operation it posts (RDMA WRITE or
-//! READ today; SEND and atomics are further [`BwOp`]s). Each worker thread
-//! drives a contiguous group of QPs sharing one CQ; what it may post and
-//! when it is done is [`engine::sched::BwScheduler`]'s decision, so the
+//! The bandwidth loop, generic over the operation it posts (a [`BwOp`]:
+//! RDMA WRITE, with or without immediate, READ, SEND, fetch-and-add,
+//! compare-and-swap). Each worker thread drives a contiguous group of QPs
+//! spread over as few CQs as the device's `max_cqe` allows (polled in
+//! turn); on a side that receives (the target of SENDs and writes with
+//! immediate) the same loop checks, counts and re-posts the receives
+//! ([`Plan`]). What it may post and when it is done is
+//! [`engine::sched::BwScheduler`]'s decision, so the
 //! loop itself only builds work requests, posts, polls and reads the
 //! clock: when completions arrive and once every
 //! [`POLLS_PER_CLOCK_CHECK`] empty polls. Nothing in it allocates, locks

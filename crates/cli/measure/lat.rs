@@ -1,6 +1,6 @@
 //! The latency loops: the RDMA WRITE ping-pong (perftest's
-//! `run_iter_lat_write`) and the one-sided loop of reads (perftest's
-//! `run_iter_lat`).
+//! `run_iter_lat_write`), the SEND ping-pong (`run_iter_lat_send`) and the
+//! one-sided loop of reads (perftest's `run_iter_lat`).
 //!
 //! **Write ping-pong.** Both sides zero their areas before the start
 //! barrier; the client goes first. Each side spins until the last byte of
@@ -9,6 +9,14 @@
 //! RDMA-WRITEs the message there (inline when it fits), and polls the
 //! completion of that write. One sample is one round trip; the reports
 //! divide by the test's `rtt_factor` (2).
+//!
+//! **SEND ping-pong.** Both sides keep a ring of receives posted (`-r`).
+//! The client posts a signaled SEND of the size (inline when it fits) and
+//! polls until the server's reply has been received and its SEND has
+//! completed; the server polls for the client's message, then replies.
+//! Each receive is checked for its size and posted again in its slot. One
+//! sample is one round trip (`rtt_factor` 2), stamped as the write
+//! ping-pong's.
 //!
 //! **One-sided.** Only the client posts: one signaled RDMA READ of the
 //! size from the peer's exposed area into its working area, polled to

@@ -4,7 +4,7 @@
 //! everything else. The implementations are per metric and run the loops
 //! of this module for the spec's verb: [`bw::BwMeasure`] (the bandwidth
 //! loop, generic over the operation) and [`lat::LatMeasure`] (the write
-//! ping-pong and the one-sided read loop).
+//! and SEND ping-pongs and the one-sided read loop).
 
 use std::io;
 use std::time::Duration;

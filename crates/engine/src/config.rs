@@ -210,6 +210,17 @@ pub fn signal_interval(cq_mod: u32, post_list: u32, size: u64) -> u32 {
         .max(1)
 }
 
+/// What a session's set-up may take per QP beyond `--timeout` (a side
+/// creates and connects its QPs while the other waits; ~10 ms each under
+/// emulation, far less on hardware).
+pub const SETUP_PER_QP: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The bound on waiting for a peer that sets up `qps` QPs: `timeout` plus
+/// [`SETUP_PER_QP`] each (at most 16384 QPs: under half an hour).
+pub fn setup_budget(qps: u32, timeout: std::time::Duration) -> std::time::Duration {
+    timeout.saturating_add(SETUP_PER_QP.saturating_mul(qps))
+}
+
 /// perftest's `DEF_RX_SEND`.
 pub const DEFAULT_RX_DEPTH: u32 = 512;
 /// perftest's limit on `-r/--rx-depth`.
@@ -667,6 +678,17 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_up_may_take_a_tenth_of_a_second_per_qp_beyond_the_timeout() {
+        let t = std::time::Duration::from_secs(15);
+        assert_eq!(setup_budget(1, t), std::time::Duration::from_millis(15_100));
+        assert_eq!(
+            setup_budget(1024, t),
+            std::time::Duration::from_millis(117_400)
+        );
+        assert!(setup_budget(MAX_QPS, t) < std::time::Duration::from_secs(30 * 60));
+    }
 
     #[test]
     fn large_messages_ask_for_a_completion_at_least_every_mib() {

@@ -289,6 +289,31 @@ impl fmt::Display for TestSpec {
     }
 }
 
+/// `vendor_part_id`s of the devices on which perftest posts with the
+/// `ibv_wr_*` API by default (`verify_params_with_device_context`:
+/// Connect-IB, ConnectX-4 to ConnectX-10, MLX5GENVF, BlueField 1-4, EFA,
+/// HNS; ids from its `ib_dev_name`); every other device, soft-RoCE
+/// included, gets `ibv_post_send`.
+const WR_API_PARTS: [u32; 35] = [
+    4113, 4115, 4116, 4117, 4118, 4119, 4120, 4121, 4122, 4123, 4124, 4125, 4126, 4127, 4129, 4131,
+    4133, 4135, 41682, 41683, 41686, 41692, 41695, 61344, 61345, 61346, 61347, 61348, 41506, 41507,
+    41508, 41509, 41510, 41512, 41519,
+];
+
+/// Yunsilicon's vendor id: perftest uses the `ibv_wr_*` API on all of its
+/// devices.
+const YUNSILICON: u32 = 0x1f67;
+
+/// Whether perftest posts with the `ibv_wr_*` API by default on the device
+/// with these ids (otherwise it silently uses `ibv_post_send`).
+pub fn perftest_posts_with_wr_api(vendor_id: u32, vendor_part_id: u32) -> bool {
+    // perftest looks at the part id for every vendor it does not match
+    // first (Chelsio, Intel, 0x209b, Nebula 0x1f0f, 0x1dd8 have their own).
+    vendor_id == YUNSILICON
+        || (![5157, 0x8086, 0x209b, 0x1f0f, 0x1dd8].contains(&vendor_id)
+            && WR_API_PARTS.contains(&vendor_part_id))
+}
+
 /// The byte a side that exposes data for reading stores at `offset` of
 /// QP `qp`'s exposed area, and so what the reader must find there: not
 /// periodic in any power of two below 251, and different per QP.
@@ -364,6 +389,24 @@ mod tests {
         assert_eq!(TestSpec::WRITE_LAT.defaults().inline, 220);
         assert_eq!(TestSpec::READ_LAT.defaults().inline, 0);
         assert_eq!(TestSpec::READ_LAT.defaults().size, 2);
+    }
+
+    #[test]
+    fn the_wr_api_is_perftests_default_on_its_listed_devices_only() {
+        // ConnectX-6 Dx, BlueField-3, EFA, HNS, Yunsilicon: ibv_wr_*.
+        for (v, p) in [
+            (0x02c9, 4125),
+            (0x15b3, 41692),
+            (0x1d0f, 61345),
+            (0x19e5, 41519),
+        ] {
+            assert!(perftest_posts_with_wr_api(v, p), "{v:#x} {p}");
+        }
+        assert!(perftest_posts_with_wr_api(0x1f67, 0x1021));
+        // ConnectX-3 (mlx4), soft-RoCE (vendor 0xffffff, part 0), Intel.
+        for (v, p) in [(0x02c9, 4103), (0xff_ffff, 0), (0x8086, 4125)] {
+            assert!(!perftest_posts_with_wr_api(v, p), "{v:#x} {p}");
+        }
     }
 
     #[test]
