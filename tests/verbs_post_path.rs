@@ -9,12 +9,10 @@
 
 mod support;
 
-use std::sync::Arc;
-
 use support::{ACCESS, Rng, Side, connect};
 use verbs::{
-    AccessFlags, BoundQueuePair, Context, Error, PostPath, QueuePairCaps, SendBatch, SendWr,
-    WcOpcode, WorkCompletion,
+    AccessFlags, Context, Error, PostPath, QueuePairCaps, SendBatch, SendWr, WcOpcode,
+    WorkCompletion,
 };
 
 const PATHS: [PostPath; 2] = [PostPath::Classic, PostPath::Extended];
@@ -38,25 +36,9 @@ fn side(
     access: AccessFlags,
     path: PostPath,
 ) -> Side {
-    let ctx = Context::open(dev).expect("open device");
-    let gid_index = support::gid_index(&ctx);
-    let pd = ctx.alloc_pd().expect("alloc pd");
-    let cq = ctx
-        .create_cq(caps.max_send_wr + caps.max_recv_wr)
-        .expect("create cq");
-    let mr = pd.allocate(mr_len, access).expect("register mr");
-    let qp = pd
-        .create_rc_qp_on(&cq, &cq, &caps, path)
-        .expect("create qp");
-    assert_eq!(qp.post_path(), path, "{dev}: asked for {path}");
-    let qp = BoundQueuePair::new(qp, Arc::new(mr)).expect("bind qp to mr");
-    Side {
-        ctx,
-        pd,
-        cq,
-        qp,
-        gid_index,
-    }
+    let side = Side::on_path(dev, mr_len, caps, access, path);
+    assert_eq!(side.qp.qp().post_path(), path, "{dev}: asked for {path}");
+    side
 }
 
 /// Two connected sides on `path`.

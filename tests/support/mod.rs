@@ -100,6 +100,18 @@ impl Side {
         caps: QueuePairCaps,
         access: AccessFlags,
     ) -> Self {
+        Self::on_path(device, mr_len, caps, access, verbs::PostPath::Classic)
+    }
+
+    /// As [`Side::with_access`], its QP created for the post path `path`
+    /// (the device may fall back: see [`verbs::QueuePair::post_path`]).
+    pub fn on_path(
+        device: &str,
+        mr_len: usize,
+        caps: QueuePairCaps,
+        access: AccessFlags,
+        path: verbs::PostPath,
+    ) -> Self {
         let ctx = Context::open(device).expect("open device");
         let gid_index = gid_index(&ctx);
         let pd = ctx.alloc_pd().expect("alloc pd");
@@ -107,7 +119,9 @@ impl Side {
             .create_cq(caps.max_send_wr + caps.max_recv_wr)
             .expect("create cq");
         let mr = pd.allocate(mr_len, access).expect("register mr");
-        let qp = pd.create_rc_qp(&cq, &cq, &caps).expect("create qp");
+        let qp = pd
+            .create_rc_qp_on(&cq, &cq, &caps, path)
+            .expect("create qp");
         let qp = BoundQueuePair::new(qp, Arc::new(mr)).expect("bind qp to mr");
         Self {
             ctx,

@@ -480,19 +480,8 @@ impl<T: Ticks> Loop<'_, T> {
             spins += 1;
             if spins == SPINS_PER_CHECK {
                 spins = 0;
-                if self.watch.should_stop() {
-                    return Err(self.watch.reason());
-                }
-                let now = self.ticks.now();
-                let start = *since.get_or_insert(now);
-                if ch.is_some_and(Channel::has_pending) {
-                    if matches!(until, Until::PeerSaysStop) && !got {
-                        return Ok(false);
-                    }
-                    bail!("the peer stopped the measured phase");
-                }
-                if now.saturating_sub(start) > self.timeout_ticks {
-                    return Err(peer_silent(self.timeout, count));
+                if self.peer_ended(&mut since, count, until, ch, !got)? {
+                    return Ok(false);
                 }
             }
         }
@@ -579,25 +568,44 @@ impl<T: Ticks> Loop<'_, T> {
             spins += 1;
             if spins == SPINS_PER_CHECK {
                 spins = 0;
-                if self.watch.should_stop() {
-                    return Err(self.watch.reason());
-                }
-                let now = self.ticks.now();
-                let start = *since.get_or_insert(now);
-                // The peer's control message mid-loop: the end of a timed
-                // run, or (otherwise) its error, which the caller reads.
-                if ch.is_some_and(Channel::has_pending) {
-                    if matches!(until, Until::PeerSaysStop) {
-                        return Ok(false);
-                    }
-                    bail!("the peer stopped the measured phase");
-                }
-                if now.saturating_sub(start) > self.timeout_ticks {
-                    return Err(peer_silent(self.timeout, count));
+                if self.peer_ended(&mut since, count, until, ch, true)? {
+                    return Ok(false);
                 }
             }
         }
         Ok(true)
+    }
+
+    /// A ping-pong wait's check every [`SPINS_PER_CHECK`] spins: the stop
+    /// flag, the peer's control message and the silence bound (counted
+    /// from the first check, `since`). `Ok(true)` when a server in
+    /// duration mode sees the client's message and `may_end` (nothing of
+    /// the round received yet): the end of the timed run. Any other
+    /// message mid-loop is the peer's error, which the caller reads.
+    #[inline]
+    fn peer_ended(
+        &self,
+        since: &mut Option<u64>,
+        count: u64,
+        until: Until,
+        ch: Option<&Channel>,
+        may_end: bool,
+    ) -> anyhow::Result<bool> {
+        if self.watch.should_stop() {
+            return Err(self.watch.reason());
+        }
+        let now = self.ticks.now();
+        let start = *since.get_or_insert(now);
+        if ch.is_some_and(Channel::has_pending) {
+            if matches!(until, Until::PeerSaysStop) && may_end {
+                return Ok(true);
+            }
+            bail!("the peer stopped the measured phase");
+        }
+        if now.saturating_sub(start) > self.timeout_ticks {
+            return Err(peer_silent(self.timeout, count));
+        }
+        Ok(false)
     }
 }
 
