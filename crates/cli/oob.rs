@@ -302,13 +302,13 @@ impl Channel {
                 Ok(Message::Heartbeat) => continue,
                 Err(WireError::Timeout) if silence > end && phase.is_some() => match phase {
                     Some((bound, true)) => bail!(
-                        "no {waiting_for} from peer {} within the set-up bound of {bound:.1?} \
+                        "{waiting_for} did not come from peer {} within the set-up bound of {bound:.1?} \
                          (--timeout plus {:?} per QP): the peer is alive but its set-up does not end",
                         self.peer,
                         engine::config::SETUP_PER_QP
                     ),
                     _ => bail!(
-                        "no {waiting_for} from peer {} within the measured phase's bound of {:.1?} \
+                        "{waiting_for} did not come from peer {} within the measured phase's bound of {:.1?} \
                          (its iterations or duration at the slowest rates allowed, plus --timeout): \
                          the peer is alive but its measurement does not end",
                         self.peer,

@@ -418,7 +418,17 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
             stop::check()?;
             at.in_progress = Some(size);
             m.prepare(&side, size)?;
-            client_barrier(&mut ch, phase)?;
+            // The first barrier's answer comes once the server has
+            // connected its QPs too (heartbeats meanwhile).
+            let barrier_bound = if phase == 0 {
+                Bound::setup(engine::config::setup_budget(
+                    side.qps.len() as u32,
+                    cli.conn.timeout,
+                ))
+            } else {
+                Bound::Message
+            };
+            client_barrier(&mut ch, phase, barrier_bound)?;
             let bound = phase_bound(&m, size, cli.conn.timeout);
             stop::pause_point("measure");
             show_progress(&format!("{spec}: {size} B ..."));
@@ -544,16 +554,28 @@ fn serve<M: Measure>(
     let mtu = server_mtu(&port, m.config().mtu(), client_side.mtu);
     let outs = effective_outs(spec, m.config().outs(), &client_side, local_side);
     m.on_port(&port);
-    // Creating and connecting thousands of QPs takes seconds: the client,
+    // Creating thousands of QPs takes seconds: the client,
     // waiting for the answer, gets heartbeats meanwhile (its bound is
     // --timeout between frames, and the set-up budget in all).
     let setup = ch.with_heartbeat(|_| {
-        let mut side = m
+        let side = m
             .create_side(port, Role::Server)
             .map_err(|e| format!("server cannot set up the test: {e:#}"))?;
         let local_qps = side
             .qp_infos()
             .map_err(|e| format!("server cannot describe its QPs: {e:#}"))?;
+        Ok::<_, String>((side, local_qps))
+    })?;
+    let (mut side, local_qps) = match setup {
+        Ok(s) => s,
+        Err(reason) => return Err(reject(ch, reason)),
+    };
+    stop::pause_point("accept");
+    // Answered before our QPs connect: both sides move theirs to RTR/RTS
+    // at once (a QP may reach RTS before its peer does; the client posts
+    // nothing before the first barrier, which we answer once connected).
+    server_accept(ch, local_side, mtu, local_qps.clone())?;
+    ch.with_heartbeat(|_| {
         side.connect(
             &client_qps,
             mtu,
@@ -562,15 +584,8 @@ fn serve<M: Measure>(
             m.config().path(),
             cli.conn.pkey_index,
         )
-        .map_err(|e| format!("server cannot connect its QPs: {e:#}"))?;
-        Ok::<_, String>((side, local_qps))
-    })?;
-    let (side, local_qps) = match setup {
-        Ok(s) => s,
-        Err(reason) => return Err(reject(ch, reason)),
-    };
-    stop::pause_point("accept");
-    server_accept(ch, local_side, mtu, local_qps.clone())?;
+    })?
+    .context("server cannot connect its QPs")?;
     // --output: the number alone, as perftest (no banner).
     if cli.output.is_none() {
         banner(

@@ -31,8 +31,9 @@ pub fn client_hello(
     mtu: Mtu,
     qps: Vec<QpInfo>,
 ) -> anyhow::Result<(SideInfo, Vec<QpInfo>, Mtu)> {
-    // The server creates and connects as many QPs as we offer before it
-    // answers, sending heartbeats meanwhile.
+    // The server creates as many QPs as we offer before it answers
+    // (connecting them while we connect ours), sending heartbeats
+    // meanwhile.
     let bound = crate::oob::Bound::setup(engine::config::setup_budget(
         u32::try_from(qps.len()).unwrap_or(u32::MAX),
         ch.timeout(),
@@ -71,9 +72,13 @@ fn with_mtu(side: &SideInfo, mtu: Mtu) -> SideInfo {
 ///
 /// # Errors
 /// A protocol or channel error.
-pub fn client_barrier(ch: &mut Channel, phase: u32) -> anyhow::Result<()> {
+pub fn client_barrier(
+    ch: &mut Channel,
+    phase: u32,
+    bound: crate::oob::Bound,
+) -> anyhow::Result<()> {
     ch.send(&Message::Barrier { phase })?;
-    match ch.recv("the start barrier")? {
+    match ch.recv_within("the start barrier", bound)? {
         Message::Barrier { phase: p } if p == phase => Ok(()),
         other => Err(expect_msg(other, "barrier")),
     }

@@ -360,24 +360,28 @@ impl Side {
     /// # Errors
     /// When a QP's endpoint cannot be queried.
     pub fn qp_infos(&self) -> anyhow::Result<Vec<QpInfo>> {
-        self.qps
+        // The port's LID and GID once for all QPs (a query per QP costs a
+        // device call and a sysfs read each: seconds for thousands).
+        let Some(first) = self.qps.first() else {
+            return Ok(Vec::new());
+        };
+        let ep = first
+            .qp()
+            .endpoint(self.port.port, self.port.gid_index, self.psns[0])?;
+        Ok(self
+            .qps
             .iter()
             .enumerate()
-            .map(|(q, qp)| {
-                let ep = qp
-                    .qp()
-                    .endpoint(self.port.port, self.port.gid_index, self.psns[q])?;
-                Ok(QpInfo {
-                    qpn: ep.qpn,
-                    psn: ep.psn,
-                    lid: ep.lid,
-                    gid: ep.gid.0,
-                    rkey: self.region.rkey(),
-                    addr: self.exposed(q),
-                    len: self.layout.area,
-                })
+            .map(|(q, qp)| QpInfo {
+                qpn: qp.qp().qpn(),
+                psn: self.psns[q],
+                lid: ep.lid,
+                gid: ep.gid.0,
+                rkey: self.region.rkey(),
+                addr: self.exposed(q),
+                len: self.layout.area,
             })
-            .collect()
+            .collect())
     }
 
     /// Connects QP `q` to the peer's QP `q`, with `outs` outstanding
