@@ -9,7 +9,7 @@
 
 mod support;
 
-use support::{ACCESS, Rng, Side, connect};
+use support::{ACCESS, Rng, Side, connect, write_and_verify};
 use verbs::{
     AccessFlags, Context, Error, PostPath, QueuePairCaps, SendBatch, SendWr, WcOpcode,
     WorkCompletion,
@@ -54,50 +54,6 @@ fn pair(mr_len: usize, caps: QueuePairCaps, access: AccessFlags, path: PostPath)
 fn assert_no_more(side: &Side, what: &str) {
     let mut more = [WorkCompletion::default(), WorkCompletion::default()];
     assert_eq!(side.cq.poll(&mut more).unwrap(), 0, "{what}");
-}
-
-/// Writes `len` random bytes from `a` at `src` into `b` at `dst`, then
-/// checks every byte of `b`: the range holds the source, the rest is
-/// unchanged.
-fn write_and_verify(
-    a: &Side,
-    b: &Side,
-    rng: &mut Rng,
-    len: usize,
-    src: usize,
-    dst: usize,
-    inline: bool,
-) {
-    let before = b.bytes();
-    let data = a.fill_random(rng, src..src + len);
-    let sge = a.mr().sge(src..src + len).unwrap();
-    let remote = b
-        .mr()
-        .remote()
-        .slice(dst as u64..(dst + len) as u64)
-        .unwrap();
-    let wr = SendWr::write(0x1000 + len as u64, sge, remote)
-        .unwrap()
-        .inline(inline);
-    a.qp.post_send(&wr).unwrap();
-    let wc = a.wait_one();
-    assert!(wc.is_success(), "write of {len} B: {:?}", wc.status());
-    assert_eq!(
-        (wc.opcode(), wc.wr_id()),
-        (WcOpcode::RdmaWrite, 0x1000 + len as u64)
-    );
-    let got = b.bytes();
-    assert_eq!(&got[dst..dst + len], &data[..], "payload of {len} B");
-    assert_eq!(
-        &got[..dst],
-        &before[..dst],
-        "bytes before the range changed"
-    );
-    assert_eq!(
-        &got[dst + len..],
-        &before[dst + len..],
-        "bytes after the range changed"
-    );
 }
 
 #[test]

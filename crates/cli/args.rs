@@ -326,7 +326,7 @@ const LAT_ONLY: [&str; 7] = [
     "clock",
 ];
 /// Flags that configure the test (the client's); a server ignores them.
-const TEST_FLAGS: [&str; 20] = [
+const TEST_FLAGS: [&str; 23] = [
     "run_infinitely",
     "perform_warm_up",
     "margin",
@@ -347,6 +347,9 @@ const TEST_FLAGS: [&str; 20] = [
     "outs",
     "bidirectional",
     "expect_rate",
+    "rx_depth",
+    "atomic_type",
+    "write_with_imm",
 ];
 
 /// Whether the flag with argument id `id` belongs to `spec`'s test.
@@ -931,6 +934,18 @@ mod tests {
             .bw_config(TestSpec::READ_BW)
             .unwrap_err();
         assert!(e.0.starts_with("-o/--outs"), "{}", e.0);
+    }
+
+    #[test]
+    fn a_servers_receive_ring_atomic_and_immediate_flags_are_named_as_ignored() {
+        // The client's configuration decides them: a server that passes
+        // them is told they do nothing there.
+        let p = parse_args(TestSpec::SEND_BW, &["-r", "64"]).unwrap();
+        assert_eq!(p.test_flags_given, vec!["-r/--rx-depth".to_owned()]);
+        let p = parse_args(TestSpec::WRITE_BW, &["--write_with_imm"]).unwrap();
+        assert_eq!(p.test_flags_given, vec!["--write_with_imm".to_owned()]);
+        let p = parse_args(TestSpec::FETCH_ADD_BW, &["-A", "CMP_AND_SWAP"]).unwrap();
+        assert_eq!(p.test_flags_given, vec!["-A/--atomic_type".to_owned()]);
     }
 
     #[test]

@@ -516,3 +516,47 @@ pub fn assert_each_bad_flag_exits_2(bin: &str, dev: &str, port: &str, cases: &[(
         );
     }
 }
+
+/// Writes `len` random bytes from `a` at `src` into `b` at `dst`, then
+/// checks every byte of `b`: the range holds the source, the rest is
+/// unchanged.
+pub fn write_and_verify(
+    a: &Side,
+    b: &Side,
+    rng: &mut Rng,
+    len: usize,
+    src: usize,
+    dst: usize,
+    inline: bool,
+) {
+    let before = b.bytes();
+    let data = a.fill_random(rng, src..src + len);
+    let sge = a.mr().sge(src..src + len).unwrap();
+    let remote = b
+        .mr()
+        .remote()
+        .slice(dst as u64..(dst + len) as u64)
+        .unwrap();
+    let wr = verbs::SendWr::write(0x1000 + len as u64, sge, remote)
+        .unwrap()
+        .inline(inline);
+    a.qp.post_send(&wr).unwrap();
+    let wc = a.wait_one();
+    assert!(wc.is_success(), "write of {len} B: {:?}", wc.status());
+    assert_eq!(
+        (wc.opcode(), wc.wr_id()),
+        (verbs::WcOpcode::RdmaWrite, 0x1000 + len as u64)
+    );
+    let got = b.bytes();
+    assert_eq!(&got[dst..dst + len], &data[..], "payload of {len} B");
+    assert_eq!(
+        &got[..dst],
+        &before[..dst],
+        "bytes before the range changed"
+    );
+    assert_eq!(
+        &got[dst + len..],
+        &before[dst + len..],
+        "bytes after the range changed"
+    );
+}

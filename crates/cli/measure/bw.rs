@@ -30,7 +30,7 @@ use engine::perftest_json::OutputFigure;
 use engine::report::{DataCheck, Figures, LimitVerdict, Report, RunContext, VerdictRecord};
 use engine::spec::{TestSpec, Verb};
 
-use super::{Measure, Role, Shown, SizeCtx};
+use super::{Measure, Role, Shown, SizeCtx, receive_failed, wrong_size};
 use crate::UsageError;
 use crate::args::Cli;
 use crate::oob::PeerWatch;
@@ -430,21 +430,6 @@ fn completion_failed(name: &str, qpn: u32, wc: &WorkCompletion) -> anyhow::Error
         "{name} on QPN {qpn:#x} completed with {} (message {}): the peer may be gone or refusing access",
         wc.status(),
         wc.wr_id() & engine::sched::COUNT_MASK
-    )
-}
-
-#[cold]
-fn receive_failed(qpn: u32, wc: &WorkCompletion) -> anyhow::Error {
-    anyhow::anyhow!(
-        "a receive on QPN {qpn:#x} completed with {}: the peer may be gone",
-        wc.status()
-    )
-}
-
-#[cold]
-fn wrong_size(qpn: u32, size: u64, got: u32) -> anyhow::Error {
-    anyhow::anyhow!(
-        "QPN {qpn:#x} received a {got}-byte message where {size}-byte SENDs were expected"
     )
 }
 

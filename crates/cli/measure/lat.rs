@@ -494,13 +494,12 @@ impl<T: Ticks> Loop<'_, T> {
         let wc = &self.wc[i];
         let qpn = self.qp.qp().qpn();
         if !wc.is_success() {
+            if engine::sched::is_recv(wc.wr_id()) {
+                return Err(super::receive_failed(qpn, wc));
+            }
             bail!(
                 "{} on QPN {qpn:#x} completed with {}: the peer may be gone",
-                if engine::sched::is_recv(wc.wr_id()) {
-                    "a receive"
-                } else {
-                    self.name
-                },
+                self.name,
                 wc.status()
             );
         }
@@ -512,11 +511,7 @@ impl<T: Ticks> Loop<'_, T> {
             bail!("a receive completed on QPN {qpn:#x}, which posted none");
         };
         if u64::from(wc.byte_len()) != r.size {
-            bail!(
-                "QPN {qpn:#x} received a {}-byte message where {}-byte SENDs were expected",
-                wc.byte_len(),
-                r.size
-            );
+            return Err(super::wrong_size(qpn, r.size, wc.byte_len()));
         }
         let slot = engine::sched::recv_slot(wc.wr_id());
         crate::side::post_receive(self.qp, 0, r.base, r.recv_len, r.lkey, slot)?;

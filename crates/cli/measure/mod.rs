@@ -29,6 +29,23 @@ use crate::side::{Layout, Side};
 pub mod bw;
 pub mod lat;
 
+/// A receive that completed in error (both loops that receive SENDs).
+#[cold]
+fn receive_failed(qpn: u32, wc: &verbs::WorkCompletion) -> anyhow::Error {
+    anyhow::anyhow!(
+        "a receive on QPN {qpn:#x} completed with {}: the peer may be gone",
+        wc.status()
+    )
+}
+
+/// A received SEND of another size than the phase's.
+#[cold]
+fn wrong_size(qpn: u32, size: u64, got: u32) -> anyhow::Error {
+    anyhow::anyhow!(
+        "QPN {qpn:#x} received a {got}-byte message where {size}-byte SENDs were expected"
+    )
+}
+
 /// The user and idle jiffies of `/proc/stat`'s `cpu` line (perftest's
 /// `--cpu_util` reading).
 fn read_proc_stat() -> Option<(u64, u64)> {
