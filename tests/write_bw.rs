@@ -137,6 +137,28 @@ fn four_qps_over_two_threads() {
 
 #[test]
 #[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn a_thousand_and_twenty_four_qps_connect_and_each_carries_its_messages() {
+    // The set-up case (perftest runs it; rdmaperf failed it once
+    // with a set-up timeout): every QP created, connected on both sides
+    // and counted, as perftest's column 2 counts iterations x QPs.
+    let (s, c) = pair(&["-q", "1024", "-t", "16", "-n", "20", "-s", "4096"], &[]);
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    for (who, out) in [("client", &c), ("server", &s)] {
+        let r = rows(&text(&out.stdout));
+        assert_eq!((r.len(), r[0].0, r[0].1), (1, 4096, 20 * 1024), "{who}");
+        assert!(r[0].3 > 0.0, "{who}: {r:?}");
+    }
+    // perftest's banner line (on stderr: stdout is results).
+    assert!(
+        text(&c.stderr).contains(" Number of qps   : 1024\t\tTransport type : IB"),
+        "{}",
+        text(&c.stderr)
+    );
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
 fn duration_mode_measures_between_the_margins() {
     let start = Instant::now();
     let (s, c) = pair(&["-D", "3", "-f", "1", "-s", "4096", "--json", "-"], &[]);
