@@ -356,18 +356,27 @@ fn a_server_refuses_a_client_of_another_test_and_says_why() {
     let dev = test_device();
     let port = free_port();
     let s = peers::server(READ_BW, &dev, port, &[]);
-    let c = peers::client(env!("CARGO_BIN_EXE_write_bw"), &dev, port, &["-n", "100"]);
-    let c = c.wait_bounded(Duration::from_secs(30), "client");
-    // The client's account first: if it never reached the server, the
-    // server's wait below would only say that the server kept waiting.
+    // What is tested is the refusal, not how soon the server listens: the
+    // client may dial for 30 s (CI once saw a server not listening within
+    // the default 10 s, its account lost with it).
+    let c = peers::client(
+        env!("CARGO_BIN_EXE_write_bw"),
+        &dev,
+        port,
+        &["-n", "100", "--timeout", "30"],
+    );
+    let c = c.wait_bounded(Duration::from_secs(60), "client");
+    let s = s.wait_bounded(Duration::from_secs(45), "server");
+    // Both accounts: if the client never reached the server, the server's
+    // says why.
     let err = text(&c.stderr);
-    assert_eq!(c.status.code(), Some(1), "{err}");
+    let why = format!("client: {err}\nserver: {}", text(&s.stderr));
+    assert_eq!(c.status.code(), Some(1), "{why}");
     assert!(
         err.contains("this server runs read_bw") && err.contains("write_bw"),
-        "{err}"
+        "{why}"
     );
-    let s = s.wait_bounded(Duration::from_secs(30), "server");
-    assert!(!s.status.success());
+    assert!(!s.status.success(), "{why}");
 }
 
 #[test]
