@@ -1,0 +1,1 @@
+//! `rdmaperf doctor nccl` (being written).
