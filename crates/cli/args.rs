@@ -234,6 +234,11 @@ pub struct Cli {
     /// The file of --out_json.
     #[arg(long = "out_json_file", value_name = "FILE", default_value = engine::perftest_json::DEFAULT_FILE)]
     pub out_json_file: PathBuf,
+    /// Also write the results, the verdicts and this side's port counters
+    /// as Prometheus text to FILE, rewritten atomically after every size
+    /// (for node_exporter's textfile collector).
+    #[arg(long = "prom", value_name = "FILE")]
+    pub prom: Option<PathBuf>,
     /// After each size, print the change of these port counters (paths
     /// under /sys/class/infiniband/DEV/ports/PORT, comma-separated), e.g.
     /// counters/port_xmit_data,hw_counters/out_of_buffer.

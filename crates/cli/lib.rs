@@ -11,6 +11,7 @@
 
 pub mod args;
 pub mod clock;
+pub mod fabric;
 pub mod inventory;
 pub mod measure;
 pub mod oob;
@@ -124,6 +125,31 @@ pub fn partial_path(dest: &std::path::Path) -> Option<PathBuf> {
     name.push(dest.file_name()?);
     name.push(format!(".{}.partial", std::process::id()));
     Some(dest.with_file_name(name))
+}
+
+/// Writes `text` to `dest` under [`partial_path`] and renames it into
+/// place, so a reader (node_exporter's textfile collector, a script)
+/// never sees half of it; on failure the temporary file is removed.
+///
+/// # Errors
+/// `what` (the flag, e.g. `--prom`) and `dest` name the file in the
+/// error.
+pub fn write_atomically(what: &str, dest: &std::path::Path, text: &str) -> io::Result<()> {
+    let Some(tmp) = partial_path(dest) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what}: {dest:?} does not name a file"),
+        ));
+    };
+    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, dest));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io::Error::new(
+            e.kind(),
+            format!("cannot write {what} {dest:?}: {e}"),
+        ));
+    }
+    Ok(())
 }
 
 impl Drop for JsonFile {

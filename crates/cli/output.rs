@@ -205,8 +205,6 @@ impl Report for FigureLines {
 #[derive(Debug)]
 pub struct PerftestJsonFile {
     path: std::path::PathBuf,
-    /// Where each version is written before the rename.
-    tmp: std::path::PathBuf,
     title: String,
     style: TableStyle,
     output: Option<OutputFigure>,
@@ -226,7 +224,6 @@ impl PerftestJsonFile {
         output: Option<OutputFigure>,
     ) -> anyhow::Result<Self> {
         let f = Self {
-            tmp: std::path::PathBuf::new(),
             path,
             title,
             style,
@@ -246,7 +243,7 @@ impl PerftestJsonFile {
                 crate::UsageError(format!("--out_json_file: cannot create {:?}: {e}", f.path))
             })?;
         let _ = std::fs::remove_file(&tmp);
-        Ok(Self { tmp, ..f })
+        Ok(f)
     }
 }
 
@@ -257,16 +254,7 @@ impl Report for PerftestJsonFile {
 
     fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
         let text = perftest_json::render(&self.title, record, self.style, self.output);
-        let tmp = &self.tmp;
-        let written = std::fs::write(tmp, text).and_then(|()| std::fs::rename(tmp, &self.path));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(tmp);
-            return Err(io::Error::new(
-                e.kind(),
-                format!("cannot write --out_json_file {:?}: {e}", self.path),
-            ));
-        }
-        Ok(())
+        crate::write_atomically("--out_json_file", &self.path, &text)
     }
 
     fn verdict(&mut self, _verdict: &VerdictRecord) -> io::Result<()> {

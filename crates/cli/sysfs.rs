@@ -74,3 +74,219 @@ pub fn snapshot_error_counters(sysfs_root: &Path, device: &str, port: u8) -> Cou
     collect(&dir, "hw_counters", &mut counters);
     CounterSnapshot { counters }
 }
+
+/// A `<sysfs_root>/class/infiniband` that cannot be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryError {
+    /// The directory of RDMA devices is missing or unreadable.
+    #[error("cannot list RDMA devices in {path}: {source}")]
+    List {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No RDMA device at all.
+    #[error("no RDMA devices in {0} (is the driver loaded? for soft-RoCE: rdma link add)")]
+    NoDevices(PathBuf),
+    /// `-d` names a device that does not exist.
+    #[error("no RDMA device {name:?} (devices: {available})")]
+    NoSuchDevice {
+        /// The name asked for.
+        name: String,
+        /// The devices that exist, comma-separated.
+        available: String,
+    },
+}
+
+/// A sysfs attribute, trimmed; `None` when absent, unreadable or empty.
+fn attr(path: &Path) -> Option<String> {
+    let text = fs::read_to_string(path).ok()?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_owned())
+}
+
+/// Every integer counter file in `dir` (`N/A (no PMA)` and unreadable
+/// files are left out), by file name.
+fn counters_in(dir: &Path) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if let Some(value) = fs::read_to_string(entry.path())
+            .ok()
+            .and_then(|t| parse_counter(&t))
+        {
+            out.insert(name, value);
+        }
+    }
+    out
+}
+
+/// The sorted names of the entries of `dir` (empty when unreadable).
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort_by(|a, b| natural_key(a).cmp(&natural_key(b)));
+    names
+}
+
+/// Sorts `mlx5_2` before `mlx5_10` and GID `2` before `10`.
+fn natural_key(name: &str) -> (String, u64) {
+    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (stem, number) = name.split_at(name.len() - digits);
+    (stem.to_owned(), number.parse().unwrap_or(0))
+}
+
+/// The valid (non-zero) GIDs of a port, with their type and netdev.
+fn gid_table(port_dir: &Path) -> Vec<engine::ports::GidEntry> {
+    let mut out = Vec::new();
+    for name in names_in(&port_dir.join("gids")) {
+        let Ok(index) = name.parse::<u32>() else {
+            continue;
+        };
+        let Some(text) = attr(&port_dir.join("gids").join(&name)) else {
+            continue;
+        };
+        let Some(bytes) = engine::gid::parse_sysfs_gid(&text) else {
+            continue;
+        };
+        if bytes == [0; 16] {
+            continue;
+        }
+        let attrs = port_dir.join("gid_attrs");
+        out.push(engine::ports::GidEntry {
+            index,
+            kind: attr(&attrs.join("types").join(&name)),
+            netdev: attr(&attrs.join("ndevs").join(&name)),
+            ipv4: engine::gid::ipv4_of(&bytes).map(|a| a.to_string()),
+            gid: text,
+        });
+    }
+    out
+}
+
+/// One device's sysfs directory as [`engine::ports::DeviceState`] (no
+/// MTUs: those come from the verbs, see [`add_mtus`]).
+pub fn read_device(dev_dir: &Path, name: &str) -> engine::ports::DeviceState {
+    let device_link = dev_dir.join("device");
+    let pci_address = fs::read_link(&device_link)
+        .ok()
+        .and_then(|target| target.file_name()?.to_str().map(str::to_owned))
+        .filter(|n| n.contains(':'));
+    let single_netdev = {
+        let nets = names_in(&device_link.join("net"));
+        if nets.len() == 1 { nets.into_iter().next() } else { None }
+    };
+    let mut ports = Vec::new();
+    for p in names_in(&dev_dir.join("ports")) {
+        let Ok(port) = p.parse::<u8>() else {
+            continue;
+        };
+        let dir = dev_dir.join("ports").join(&p);
+        let gids = gid_table(&dir);
+        let netdev = gids
+            .iter()
+            .find_map(|g| g.netdev.clone())
+            .or_else(|| single_netdev.clone());
+        ports.push(engine::ports::PortState {
+            port,
+            state: attr(&dir.join("state")),
+            phys_state: attr(&dir.join("phys_state")),
+            rate: attr(&dir.join("rate")),
+            link_layer: attr(&dir.join("link_layer")),
+            lid: attr(&dir.join("lid")),
+            sm_lid: attr(&dir.join("sm_lid")),
+            active_mtu: None,
+            max_mtu: None,
+            netdev,
+            gids,
+            counters: counters_in(&dir.join("counters")),
+            hw_counters: counters_in(&dir.join("hw_counters")),
+        });
+    }
+    engine::ports::DeviceState {
+        name: name.to_owned(),
+        node_type: attr(&dev_dir.join("node_type")),
+        node_guid: attr(&dev_dir.join("node_guid")),
+        fw_ver: attr(&dev_dir.join("fw_ver")),
+        board_id: attr(&dev_dir.join("board_id")),
+        hca_type: attr(&dev_dir.join("hca_type")),
+        numa_node: attr(&device_link.join("numa_node")).and_then(|n| n.parse().ok()),
+        pci_address,
+        ports,
+    }
+}
+
+/// Every RDMA device under `<sysfs_root>/class/infiniband` (or only
+/// `only`), sorted by name.
+///
+/// # Errors
+/// [`InventoryError`]: the directory cannot be listed, holds no device,
+/// or has no device named `only`.
+pub fn read_devices(
+    sysfs_root: &Path,
+    only: Option<&str>,
+) -> Result<Vec<engine::ports::DeviceState>, InventoryError> {
+    let dir = sysfs_root.join("class/infiniband");
+    if let Err(source) = fs::read_dir(&dir) {
+        return Err(if source.kind() == std::io::ErrorKind::NotFound {
+            InventoryError::NoDevices(dir)
+        } else {
+            InventoryError::List { path: dir, source }
+        });
+    }
+    let names = names_in(&dir);
+    if names.is_empty() {
+        return Err(InventoryError::NoDevices(dir));
+    }
+    if let Some(want) = only
+        && !names.iter().any(|n| n == want)
+    {
+        return Err(InventoryError::NoSuchDevice {
+            name: want.to_owned(),
+            available: names.join(", "),
+        });
+    }
+    Ok(names
+        .iter()
+        .filter(|n| only.is_none_or(|w| w == n.as_str()))
+        .map(|n| read_device(&dir.join(n), n))
+        .collect())
+}
+
+/// Fills in each port's active and maximum MTU from the verbs (sysfs
+/// has neither). A device that cannot be opened keeps `None`; the
+/// returned lines say which and why (for stderr).
+pub fn add_mtus(devices: &mut [engine::ports::DeviceState]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for dev in devices {
+        let ctx = match verbs::Context::open(&dev.name) {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                problems.push(format!("{}: MTU unknown: {e}", dev.name));
+                continue;
+            }
+        };
+        for port in &mut dev.ports {
+            match ctx.query_port(port.port) {
+                Ok(attr) => {
+                    port.active_mtu = Some(attr.active_mtu.bytes());
+                    port.max_mtu = Some(attr.max_mtu.bytes());
+                }
+                Err(e) => problems.push(format!("{} port {}: MTU unknown: {e}", dev.name, port.port)),
+            }
+        }
+    }
+    problems
+}

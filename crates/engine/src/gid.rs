@@ -66,6 +66,13 @@ pub fn ipv4_of(bytes: &[u8; 16]) -> Option<Ipv4Addr> {
     Ipv6Addr::from(*bytes).to_ipv4_mapped()
 }
 
+/// The bytes of a GID as sysfs prints it (`gids/<i>`: eight groups of
+/// four hex digits, e.g. `fe80:0000:0000:0000:5054:00ff:fe12:3456`; any
+/// IPv6 notation is taken).
+pub fn parse_sysfs_gid(text: &str) -> Option<[u8; 16]> {
+    text.trim().parse::<Ipv6Addr>().ok().map(|a| a.octets())
+}
+
 /// Whether the GID is an IPv6 link-local address (`fe80::/10`).
 pub fn is_link_local(bytes: &[u8; 16]) -> bool {
     bytes[0] == 0xfe && (bytes[1] & 0xc0) == 0x80

@@ -140,9 +140,402 @@ impl PortState {
         rate_detail(self.rate.as_deref()?).map(|(_, s)| s)
     }
 
+    /// Its error counters (as [`crate::link::is_error_counter`] tells
+    /// them), keyed `counters/<name>` and `hw_counters/<name>`.
+    pub fn error_counters(&self) -> crate::link::CounterSnapshot {
+        let mut counters = BTreeMap::new();
+        for (sub, map) in [("counters", &self.counters), ("hw_counters", &self.hw_counters)] {
+            for (name, value) in map {
+                if crate::link::is_error_counter(sub, name) {
+                    counters.insert(format!("{sub}/{name}"), *value);
+                }
+            }
+        }
+        crate::link::CounterSnapshot { counters }
+    }
+
     /// Whether the port is Ethernet (RoCE).
     pub fn is_ethernet(&self) -> bool {
         self.link_layer.as_deref() == Some("Ethernet")
+    }
+}
+
+/// What `rdmaperf ports --check` expects of the ports.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PortExpectation {
+    /// The rate every port should run at: `Auto` is the fastest rate of
+    /// the ports of the same kind (link layer and HCA type) on this host,
+    /// so one port trained down among its rail siblings fails.
+    pub rate: crate::link::ExpectRate,
+    /// How many ports there should be (`--expect-ports`).
+    pub ports: Option<usize>,
+}
+
+/// The verdict on one port.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PortVerdict {
+    /// Device name.
+    pub device: String,
+    /// Port number.
+    pub port: u8,
+    /// Whether every check passed.
+    pub pass: bool,
+    /// The rate it was held to, Gb/s.
+    pub expected_gbps: Option<f64>,
+    /// Its negotiated rate, Gb/s.
+    pub rate_gbps: Option<f64>,
+    /// Why it failed (empty when it passed).
+    pub reasons: Vec<String>,
+}
+
+impl PortVerdict {
+    /// `port mlx5_0/1: PASS ACTIVE LinkUp 400 Gb/sec (4X NDR)` or
+    /// `port mlx5_1/1: FAIL <reason>; <reason>`.
+    pub fn line(&self, state: &PortState) -> String {
+        if self.pass {
+            format!(
+                "port {}/{}: PASS {} {} {}",
+                self.device,
+                self.port,
+                state.state_name().unwrap_or("?"),
+                state.phys_state_name().unwrap_or("?"),
+                state.rate.as_deref().unwrap_or("rate unknown")
+            )
+        } else {
+            format!(
+                "port {}/{}: FAIL {}",
+                self.device,
+                self.port,
+                self.reasons.join("; ")
+            )
+        }
+    }
+}
+
+/// The verdict on all ports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PortsVerdict {
+    /// Whether every port passed and the count was as expected.
+    pub pass: bool,
+    /// One verdict per port.
+    pub ports: Vec<PortVerdict>,
+    /// Why the port count failed, when it did.
+    pub count_reason: Option<String>,
+}
+
+impl PortsVerdict {
+    /// `verdict: PASS 8 ports` or `verdict: FAIL 1 of 8 ports; expected 8 ports, found 7`.
+    pub fn line(&self) -> String {
+        let failed = self.ports.iter().filter(|p| !p.pass).count();
+        let n = self.ports.len();
+        let mut line = if self.pass {
+            format!("verdict: PASS {n} port{}", if n == 1 { "" } else { "s" })
+        } else {
+            format!("verdict: FAIL {failed} of {n} port{}", if n == 1 { "" } else { "s" })
+        };
+        if let Some(r) = &self.count_reason {
+            line.push_str("; ");
+            line.push_str(r);
+        }
+        line
+    }
+}
+
+/// Judges every port: ACTIVE and LinkUp, at the expected rate, no error
+/// counter rising (`rises`: per `(device, port)`, from two snapshots
+/// taken `--watch` seconds apart; empty without `--watch`).
+pub fn check_ports(
+    devices: &[DeviceState],
+    expect: &PortExpectation,
+    rises: &BTreeMap<(String, u8), Vec<crate::link::CounterRise>>,
+) -> PortsVerdict {
+    use crate::link::ExpectRate;
+    // The fastest rate per kind of port, for `auto`.
+    let kind = |d: &DeviceState, p: &PortState| (p.link_layer.clone(), d.hca_type.clone());
+    let mut fastest: BTreeMap<(Option<String>, Option<String>), f64> = BTreeMap::new();
+    for d in devices {
+        for p in &d.ports {
+            if let Some(r) = p.rate_gbps() {
+                let e = fastest.entry(kind(d, p)).or_insert(r);
+                *e = e.max(r);
+            }
+        }
+    }
+    let mut verdicts = Vec::new();
+    for d in devices {
+        for p in &d.ports {
+            let mut reasons = Vec::new();
+            match p.state_name() {
+                Some("ACTIVE") => {}
+                Some(s) => reasons.push(format!("state {s}, not ACTIVE")),
+                None => reasons.push("state unknown".to_owned()),
+            }
+            match p.phys_state_name() {
+                Some("LinkUp") => {}
+                Some(s) => reasons.push(format!("physical state {s}, not LinkUp")),
+                None => reasons.push("physical state unknown".to_owned()),
+            }
+            let rate = p.rate_gbps();
+            let expected = match expect.rate {
+                ExpectRate::Gbps(g) => Some(g),
+                ExpectRate::Auto => fastest.get(&kind(d, p)).copied(),
+            };
+            match (rate, expected) {
+                (None, _) => reasons.push("rate unknown".to_owned()),
+                (Some(r), Some(e)) if r < e => {
+                    let why = match expect.rate {
+                        ExpectRate::Auto => "the fastest port of its kind here",
+                        ExpectRate::Gbps(_) => "--expect-rate",
+                    };
+                    reasons.push(format!(
+                        "rate {} below {e} Gb/s ({why}): trained down",
+                        p.rate.as_deref().unwrap_or_default()
+                    ));
+                }
+                _ => {}
+            }
+            for rise in rises.get(&(d.name.clone(), p.port)).into_iter().flatten() {
+                reasons.push(format!(
+                    "error counter {} rose {} -> {}",
+                    rise.name, rise.before, rise.after
+                ));
+            }
+            verdicts.push(PortVerdict {
+                device: d.name.clone(),
+                port: p.port,
+                pass: reasons.is_empty(),
+                expected_gbps: expected,
+                rate_gbps: rate,
+                reasons,
+            });
+        }
+    }
+    let count_reason = expect
+        .ports
+        .filter(|&n| n != verdicts.len())
+        .map(|n| format!("expected {n} ports, found {}", verdicts.len()));
+    PortsVerdict {
+        pass: count_reason.is_none() && verdicts.iter().all(|v| v.pass),
+        ports: verdicts,
+        count_reason,
+    }
+}
+
+/// Rows of text in aligned columns, two spaces apart (the last column
+/// unpadded), as `ibstat`-style tools print.
+#[derive(Debug, Clone, Default)]
+pub struct Columns {
+    rows: Vec<Vec<String>>,
+}
+
+impl Columns {
+    /// A table with this header row.
+    pub fn new(header: &[&str]) -> Self {
+        Self {
+            rows: vec![header.iter().map(|h| (*h).to_owned()).collect()],
+        }
+    }
+
+    /// Adds a row.
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Writes the rows.
+    ///
+    /// # Errors
+    /// I/O errors of `out`.
+    pub fn write(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let mut widths: Vec<usize> = Vec::new();
+        for row in &self.rows {
+            for (i, cell) in row.iter().enumerate() {
+                if widths.len() <= i {
+                    widths.push(0);
+                }
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+        for row in &self.rows {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate() {
+                if i + 1 == row.len() {
+                    line.push_str(cell);
+                } else {
+                    line.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+                }
+            }
+            writeln!(out, "{}", line.trim_end())?;
+        }
+        Ok(())
+    }
+}
+
+fn or_dash(v: Option<impl ToString>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+/// show_gids' `VER` column: `v1` for `IB/RoCE v1`, `v2` for `RoCE v2`.
+pub fn gid_version(kind: Option<&str>) -> &'static str {
+    match kind {
+        Some(k) if k.ends_with("v2") => "v2",
+        Some(k) if k.ends_with("v1") => "v1",
+        _ => "-",
+    }
+}
+
+/// The text of `rdmaperf ports`: the devices (as ibstat's CA lines), the
+/// ports (ibstat's port lines plus MTU and netdev), the GID tables (as
+/// show_gids: `DEV PORT INDEX GID IPv4 VER DEV`), and, with
+/// `counters`, every counter, raw (with `deltas`: also its change over
+/// the `--watch` interval).
+///
+/// # Errors
+/// I/O errors of `out`.
+pub fn write_text(
+    devices: &[DeviceState],
+    counters: bool,
+    deltas: Option<&CounterDeltas>,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let mut devs = Columns::new(&[
+        "DEVICE", "NODE TYPE", "HCA TYPE", "BOARD ID", "FW", "NODE GUID", "NUMA", "PCI",
+    ]);
+    let mut ports = Columns::new(&[
+        "DEVICE", "PORT", "STATE", "PHYS STATE", "RATE", "GB/S", "WIDTH", "SPEED", "LINK LAYER",
+        "MTU", "MAX MTU", "LID", "SM LID", "NETDEV",
+    ]);
+    let mut gids = Columns::new(&["DEV", "PORT", "INDEX", "GID", "IPv4", "VER", "DEV"]);
+    for d in devices {
+        devs.row(vec![
+            d.name.clone(),
+            or_dash(d.node_type.as_ref()),
+            or_dash(d.hca_type.as_ref()),
+            or_dash(d.board_id.as_ref()),
+            or_dash(d.fw_ver.as_ref()),
+            or_dash(d.node_guid.as_ref()),
+            or_dash(d.numa_node.filter(|n| *n >= 0)),
+            or_dash(d.pci_address.as_ref()),
+        ]);
+        for p in &d.ports {
+            ports.row(vec![
+                d.name.clone(),
+                p.port.to_string(),
+                or_dash(p.state_name()),
+                or_dash(p.phys_state_name()),
+                or_dash(p.rate.as_ref()),
+                or_dash(p.rate_gbps()),
+                or_dash(p.width_lanes().map(|w| format!("{w}X"))),
+                or_dash(p.speed_name()),
+                or_dash(p.link_layer.as_ref()),
+                or_dash(p.active_mtu),
+                or_dash(p.max_mtu),
+                or_dash(p.lid.as_ref()),
+                or_dash(p.sm_lid.as_ref()),
+                or_dash(p.netdev.as_ref()),
+            ]);
+            for g in &p.gids {
+                gids.row(vec![
+                    d.name.clone(),
+                    p.port.to_string(),
+                    g.index.to_string(),
+                    g.gid.clone(),
+                    g.ipv4.clone().unwrap_or_default(),
+                    gid_version(g.kind.as_deref()).to_owned(),
+                    g.netdev.clone().unwrap_or_default(),
+                ]);
+            }
+        }
+    }
+    devs.write(out)?;
+    writeln!(out)?;
+    ports.write(out)?;
+    writeln!(out)?;
+    gids.write(out)?;
+    if counters {
+        let mut table = match deltas {
+            Some(d) => Columns::new(&[
+                "DEVICE",
+                "PORT",
+                "COUNTER",
+                "VALUE",
+                &format!("DELTA/{}s", num(d.seconds)),
+            ]),
+            None => Columns::new(&["DEVICE", "PORT", "COUNTER", "VALUE"]),
+        };
+        for d in devices {
+            for p in &d.ports {
+                for (sub, map) in [("counters", &p.counters), ("hw_counters", &p.hw_counters)] {
+                    for (name, value) in map {
+                        let key = format!("{sub}/{name}");
+                        let mut row = vec![d.name.clone(), p.port.to_string(), key.clone()];
+                        row.push(value.to_string());
+                        if let Some(deltas) = deltas {
+                            row.push(or_dash(deltas.get(&d.name, p.port, &key)));
+                        }
+                        table.row(row);
+                    }
+                }
+            }
+        }
+        writeln!(out)?;
+        table.write(out)?;
+    }
+    Ok(())
+}
+
+/// A number without a needless `.0`.
+fn num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The change of every counter over a `--watch` interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CounterDeltas {
+    /// The interval, seconds.
+    pub seconds: f64,
+    /// `device` → `port` → `counters/<name>` → change (negative: the
+    /// counter was reset or wrapped).
+    pub deltas: BTreeMap<String, BTreeMap<u8, BTreeMap<String, i128>>>,
+}
+
+impl CounterDeltas {
+    /// The change of every counter present in both readings.
+    pub fn between(before: &[DeviceState], after: &[DeviceState], seconds: f64) -> Self {
+        let mut deltas: BTreeMap<String, BTreeMap<u8, BTreeMap<String, i128>>> = BTreeMap::new();
+        for a in after {
+            let Some(b) = before.iter().find(|b| b.name == a.name) else {
+                continue;
+            };
+            for ap in &a.ports {
+                let Some(bp) = b.ports.iter().find(|p| p.port == ap.port) else {
+                    continue;
+                };
+                let per_port = deltas.entry(a.name.clone()).or_default().entry(ap.port).or_default();
+                for (sub, am, bm) in [
+                    ("counters", &ap.counters, &bp.counters),
+                    ("hw_counters", &ap.hw_counters, &bp.hw_counters),
+                ] {
+                    for (name, after_value) in am {
+                        if let Some(before_value) = bm.get(name) {
+                            per_port.insert(
+                                format!("{sub}/{name}"),
+                                i128::from(*after_value) - i128::from(*before_value),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Self { seconds, deltas }
+    }
+
+    /// One counter's change.
+    pub fn get(&self, device: &str, port: u8, key: &str) -> Option<i128> {
+        self.deltas.get(device)?.get(&port)?.get(key).copied()
     }
 }
 
@@ -184,5 +577,69 @@ mod tests {
         assert_eq!(slow.rate_gbps(), Some(2.5));
         assert_eq!(slow.width_lanes(), Some(1));
         assert_eq!(split_id_name("garbage"), None);
+    }
+
+    fn device(name: &str, ports: Vec<PortState>) -> DeviceState {
+        DeviceState {
+            name: name.into(),
+            hca_type: Some("MT4129".into()),
+            ports,
+            ..DeviceState::default()
+        }
+    }
+
+    #[test]
+    fn auto_fails_the_port_trained_down_among_its_siblings() {
+        let ndr = || port("4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)");
+        let devices = vec![
+            device("mlx5_0", vec![ndr()]),
+            device(
+                "mlx5_1",
+                vec![port("4: ACTIVE", "5: LinkUp", "200 Gb/sec (2X NDR)")],
+            ),
+            device("mlx5_2", vec![port("1: DOWN", "3: Disabled", "400 Gb/sec (4X NDR)")]),
+        ];
+        let v = check_ports(&devices, &PortExpectation::default(), &BTreeMap::new());
+        assert!(!v.pass);
+        assert!(v.ports[0].pass, "{:?}", v.ports[0]);
+        assert_eq!(v.ports[1].expected_gbps, Some(400.0));
+        assert!(v.ports[1].reasons[0].contains("rate 200 Gb/sec (2X NDR) below 400 Gb/s"));
+        assert_eq!(
+            v.ports[2].reasons,
+            ["state DOWN, not ACTIVE", "physical state Disabled, not LinkUp"]
+        );
+        assert_eq!(v.line(), "verdict: FAIL 2 of 3 ports");
+    }
+
+    #[test]
+    fn an_explicit_rate_a_port_count_and_rising_counters_are_held() {
+        let devices = vec![device(
+            "mlx5_0",
+            vec![port("4: ACTIVE", "5: LinkUp", "200 Gb/sec (4X HDR)")],
+        )];
+        let expect = PortExpectation {
+            rate: crate::link::ExpectRate::Gbps(200.0),
+            ports: Some(1),
+        };
+        let v = check_ports(&devices, &expect, &BTreeMap::new());
+        assert!(v.pass, "{v:?}");
+        assert_eq!(v.line(), "verdict: PASS 1 port");
+        let expect = PortExpectation {
+            rate: crate::link::ExpectRate::Gbps(400.0),
+            ports: Some(2),
+        };
+        let mut rises = BTreeMap::new();
+        rises.insert(
+            ("mlx5_0".to_owned(), 1),
+            vec![crate::link::CounterRise {
+                name: "counters/symbol_error".into(),
+                before: 1,
+                after: 5,
+            }],
+        );
+        let v = check_ports(&devices, &expect, &rises);
+        assert!(!v.pass);
+        assert_eq!(v.count_reason.as_deref(), Some("expected 2 ports, found 1"));
+        assert!(v.ports[0].reasons[1].contains("error counter counters/symbol_error rose 1 -> 5"));
     }
 }

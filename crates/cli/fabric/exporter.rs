@@ -1,0 +1,557 @@
+//! `rdmaperf exporter`: Prometheus metrics over HTTP.
+//!
+//! - `/metrics`: this host's ports (state, rate, counters), read from
+//!   sysfs at scrape time — node_exporter's `node_infiniband_*` names plus
+//!   `rdmaperf_*` for what it lacks.
+//! - `/probe?target=HOST[:PORT]&test=write_bw&size=BYTES&duration=SECONDS`:
+//!   blackbox_exporter's multi-target pattern. Runs the test binary as a
+//!   short client session against a `--persistent` server at the target
+//!   and answers with its `--prom` results plus
+//!   `rdmaperf_probe_success` and `rdmaperf_probe_duration_seconds`.
+//!
+//! Bounds: a probe's child is killed at `--probe-timeout`; one probe at a
+//! time per target (a second one answers `rdmaperf_probe_success 0` at
+//! once); at most `--max-probes` probes and `--max-connections`
+//! connections at a time; no URL can ask for more than `--max-size` bytes
+//! or `--max-duration` seconds. The probe runs in a child process, so a
+//! probe that hangs or crashes cannot take the exporter with it, and its
+//! device resources are gone when it ends.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use engine::ports::{DeviceState, PortsVerdict};
+
+use super::http::{self, Request, RequestError};
+use crate::UsageError;
+
+/// The tests a probe may run.
+pub const PROBE_TESTS: [&str; 7] = [
+    "write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat",
+];
+
+/// The Content-Type of the text exposition format.
+const PROM_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `rdmaperf exporter` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExporterArgs {
+    /// Address and port to serve on, e.g. 0.0.0.0:9880 or 127.0.0.1:9880.
+    #[arg(long = "listen", value_name = "ADDR:PORT")]
+    pub listen: SocketAddr,
+    /// The device probes run on (default: the test binaries' choice).
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// The largest message size a probe URL may ask for.
+    #[arg(long = "max-size", value_name = "BYTES", default_value = "1M", value_parser = crate::args::size_arg)]
+    pub max_size: u64,
+    /// The longest measurement a probe URL may ask for, seconds.
+    #[arg(long = "max-duration", value_name = "SECONDS", default_value_t = 10)]
+    pub max_duration: u32,
+    /// A probe's whole bound, set-up included; its test is killed then. Keep it below Prometheus' scrape_timeout.
+    #[arg(long = "probe-timeout", value_name = "SECONDS", default_value_t = 30)]
+    pub probe_timeout: u32,
+    /// At most this many probes at a time (over all targets).
+    #[arg(long = "max-probes", value_name = "N", default_value_t = 4)]
+    pub max_probes: usize,
+    /// At most this many connections at a time; more are answered 503.
+    #[arg(long = "max-connections", value_name = "N", default_value_t = 32)]
+    pub max_connections: usize,
+    /// An extra argument for every probe's test client, e.g. --probe-arg=-u --probe-arg=18 (repeatable).
+    #[arg(long = "probe-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub probe_args: Vec<String>,
+    /// Where sysfs is.
+    #[command(flatten)]
+    pub sysfs: super::SysfsArgs,
+}
+
+/// The exporter's state shared by its connection threads.
+#[derive(Debug)]
+struct Exporter {
+    args: ExporterArgs,
+    /// Directory of the test binaries (beside this one).
+    bin_dir: PathBuf,
+    /// Targets with a probe running.
+    probing: Mutex<BTreeSet<String>>,
+    probes: AtomicUsize,
+    connections: AtomicUsize,
+}
+
+/// Runs the exporter until killed.
+///
+/// # Errors
+/// Usage errors for bad flags or an address that cannot be bound.
+pub fn run(args: &ExporterArgs) -> anyhow::Result<u8> {
+    if args.max_duration == 0 || args.probe_timeout == 0 || args.max_probes == 0 {
+        return Err(UsageError(
+            "--max-duration, --probe-timeout and --max-probes must be at least 1".into(),
+        )
+        .into());
+    }
+    if args.max_size == 0 {
+        return Err(UsageError("--max-size must be at least 1 byte".into()).into());
+    }
+    let listener = TcpListener::bind(args.listen)
+        .map_err(|e| UsageError(format!("--listen: cannot listen on {}: {e}", args.listen)))?;
+    let bin_dir = std::env::current_exe()?
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let exporter = Arc::new(Exporter {
+        args: args.clone(),
+        bin_dir,
+        probing: Mutex::new(BTreeSet::new()),
+        probes: AtomicUsize::new(0),
+        connections: AtomicUsize::new(0),
+    });
+    eprintln!(
+        "rdmaperf exporter: serving /metrics and /probe on http://{}",
+        listener.local_addr()?
+    );
+    for stream in listener.incoming() {
+        let Ok(mut stream) = stream else {
+            continue;
+        };
+        if exporter.connections.fetch_add(1, Ordering::SeqCst) >= args.max_connections {
+            exporter.connections.fetch_sub(1, Ordering::SeqCst);
+            let _ = http::respond(&mut stream, 503, "text/plain", "too many connections\n", false);
+            continue;
+        }
+        let exporter = Arc::clone(&exporter);
+        let spawned = std::thread::Builder::new()
+            .name("exporter-conn".into())
+            .spawn(move || {
+                exporter.serve(stream);
+                exporter.connections.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            eprintln!("rdmaperf exporter: cannot start a thread for a connection");
+        }
+    }
+    Ok(0)
+}
+
+impl Exporter {
+    fn serve(&self, mut stream: TcpStream) {
+        let request = match http::read_request(&mut stream) {
+            Ok(r) => r,
+            Err(RequestError::TooLarge) => {
+                let _ = http::respond(&mut stream, 431, "text/plain", "request head too large\n", false);
+                return;
+            }
+            Err(RequestError::Malformed(m)) => {
+                let _ = http::respond(&mut stream, 400, "text/plain", &format!("{m}\n"), false);
+                return;
+            }
+            Err(RequestError::Io(_)) => return,
+        };
+        let head_only = request.method == "HEAD";
+        if request.method != "GET" && !head_only {
+            let _ = http::respond(&mut stream, 405, "text/plain", "only GET\n", false);
+            return;
+        }
+        let (status, content_type, body) = match request.path.as_str() {
+            "/metrics" => (200, PROM_CONTENT_TYPE, self.metrics()),
+            "/probe" => match self.probe(&request) {
+                Ok(body) => (200, PROM_CONTENT_TYPE, body),
+                Err(bad) => (400, "text/plain", format!("{bad}\n")),
+            },
+            "/" => (
+                200,
+                "text/html",
+                "<html><head><title>rdmaperf exporter</title></head><body><h1>rdmaperf exporter</h1>\
+                 <p><a href=\"/metrics\">/metrics</a>: this host's RDMA ports</p>\
+                 <p>/probe?target=HOST[:PORT]&amp;test=write_bw&amp;size=65536&amp;duration=2: a short test against a --persistent server</p>\
+                 </body></html>\n"
+                    .to_owned(),
+            ),
+            _ => (404, "text/plain", "not found: try /metrics or /probe\n".to_owned()),
+        };
+        let _ = http::respond(&mut stream, status, content_type, &body, head_only);
+    }
+
+    /// `/metrics`: the ports, read now.
+    fn metrics(&self) -> String {
+        match crate::sysfs::read_devices(&self.args.sysfs.sysfs_root, None) {
+            Ok(devices) => port_exposition_with_status(&devices, None, None),
+            Err(e) => port_exposition_with_status(&[], None, Some(&e.to_string())),
+        }
+    }
+
+    /// `/probe`: validates the URL (a bad one is a 400), then runs the
+    /// test; a failed test is `rdmaperf_probe_success 0`, not an HTTP
+    /// error.
+    fn probe(&self, request: &Request) -> Result<String, String> {
+        let plan = ProbePlan::from_request(request, &self.args)?;
+        let started = Instant::now();
+        let outcome = self.run_probe(&plan);
+        Ok(probe_exposition(&plan, &outcome, started.elapsed()))
+    }
+
+    fn run_probe(&self, plan: &ProbePlan) -> ProbeOutcome {
+        // One probe at a time per target.
+        {
+            let Ok(mut probing) = self.probing.lock() else {
+                return ProbeOutcome::failed("exporter state poisoned");
+            };
+            if !probing.insert(plan.target_key()) {
+                return ProbeOutcome::failed("a probe of this target is already running");
+            }
+        }
+        let outcome = if self.probes.fetch_add(1, Ordering::SeqCst) >= self.args.max_probes {
+            ProbeOutcome::failed("too many probes running (--max-probes)")
+        } else {
+            self.spawn_probe(plan)
+        };
+        self.probes.fetch_sub(1, Ordering::SeqCst);
+        if let Ok(mut probing) = self.probing.lock() {
+            probing.remove(&plan.target_key());
+        }
+        outcome
+    }
+
+    fn spawn_probe(&self, plan: &ProbePlan) -> ProbeOutcome {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let prom = std::env::temp_dir().join(format!(
+            "rdmaperf-probe-{}-{}.prom",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let bound = Duration::from_secs(u64::from(self.args.probe_timeout));
+        let mut cmd = Command::new(self.bin_dir.join(&plan.test));
+        cmd.args(plan.client_args(&self.args, &prom))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => return ProbeOutcome::failed(&format!("cannot start {}: {e}", plan.test)),
+        };
+        // Keep the last of its stderr, for the failure's reason.
+        let stderr = child.stderr.take().map(|mut err| {
+            std::thread::spawn(move || {
+                let mut tail = Vec::new();
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = err.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    tail.extend_from_slice(&buf[..n]);
+                    if tail.len() > 8192 {
+                        tail.drain(..tail.len() - 4096);
+                    }
+                }
+                String::from_utf8_lossy(&tail).into_owned()
+            })
+        });
+        let deadline = Instant::now() + bound;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() >= deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+            }
+        };
+        let err_text = stderr
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        let results = std::fs::read_to_string(&prom).ok();
+        let _ = std::fs::remove_file(&prom);
+        match status {
+            Some(s) if s.success() && results.is_some() => ProbeOutcome {
+                success: true,
+                reason: None,
+                results,
+            },
+            Some(s) => ProbeOutcome::failed(&format!(
+                "{} exited {}: {}",
+                plan.test,
+                s.code().map_or_else(|| "by a signal".to_owned(), |c| c.to_string()),
+                last_line(&err_text)
+            )),
+            None => ProbeOutcome::failed(&format!(
+                "{} killed after --probe-timeout {} s",
+                plan.test, self.args.probe_timeout
+            )),
+        }
+    }
+}
+
+/// The last non-empty line of a text.
+fn last_line(text: &str) -> &str {
+    text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim()
+}
+
+/// A probe, as its URL asked for it (validated against the limits).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbePlan {
+    /// The server's host.
+    pub host: String,
+    /// The server's port (the test binaries' default when the URL gives
+    /// none).
+    pub port: Option<u16>,
+    /// The test binary.
+    pub test: String,
+    /// Message size, bytes.
+    pub size: u64,
+    /// Measured seconds.
+    pub duration: u32,
+}
+
+impl ProbePlan {
+    /// Reads `target`, `test`, `size` and `duration` from the URL.
+    ///
+    /// # Errors
+    /// The message of a 400 answer naming the parameter at fault.
+    pub fn from_request(request: &Request, args: &ExporterArgs) -> Result<Self, String> {
+        let target = request
+            .param("target")
+            .filter(|t| !t.is_empty())
+            .ok_or("missing target parameter (target=HOST[:PORT])")?;
+        let (host, port) = split_target(target)?;
+        let test = request.param("test").unwrap_or("write_bw");
+        if !PROBE_TESTS.contains(&test) {
+            return Err(format!(
+                "test={test:?} is not one of {}",
+                PROBE_TESTS.join(", ")
+            ));
+        }
+        let default_size = if test.ends_with("_lat") { 2 } else if test == "atomic_bw" { 8 } else { 65536 };
+        let size = match request.param("size") {
+            None => default_size,
+            Some(s) => crate::args::size_arg(s).map_err(|e| format!("size={s:?}: {e}"))?,
+        };
+        if size == 0 || size > args.max_size {
+            return Err(format!(
+                "size={size} is outside 1..={} (--max-size)",
+                args.max_size
+            ));
+        }
+        let duration = match request.param("duration") {
+            None => 2.min(args.max_duration),
+            Some(d) => d
+                .parse::<u32>()
+                .map_err(|_| format!("duration={d:?} is not a whole number of seconds"))?,
+        };
+        if duration == 0 || duration > args.max_duration {
+            return Err(format!(
+                "duration={duration} is outside 1..={} seconds (--max-duration)",
+                args.max_duration
+            ));
+        }
+        Ok(Self {
+            host,
+            port,
+            test: test.to_owned(),
+            size,
+            duration,
+        })
+    }
+
+    /// What "one probe at a time per target" keys on.
+    fn target_key(&self) -> String {
+        format!("{}:{}", self.host, self.port.map_or(0, |p| p))
+    }
+
+    /// The `target` label: as given.
+    fn target_label(&self) -> String {
+        match self.port {
+            Some(p) if self.host.contains(':') => format!("[{}]:{p}", self.host),
+            Some(p) => format!("{}:{p}", self.host),
+            None => self.host.clone(),
+        }
+    }
+
+    /// The client's command line.
+    fn client_args(&self, args: &ExporterArgs, prom: &Path) -> Vec<String> {
+        // The peer bound: what is left of the probe's bound, at most 10 s
+        // between two messages.
+        let peer_timeout = args.probe_timeout.min(10);
+        let mut v = vec![
+            "-D".to_owned(),
+            self.duration.to_string(),
+            "-s".to_owned(),
+            self.size.to_string(),
+            "--timeout".to_owned(),
+            peer_timeout.to_string(),
+            "--prom".to_owned(),
+            prom.display().to_string(),
+        ];
+        if let Some(d) = &args.device {
+            v.extend(["-d".to_owned(), d.clone()]);
+        }
+        if let Some(p) = self.port {
+            v.extend(["-p".to_owned(), p.to_string()]);
+        }
+        v.extend(args.probe_args.iter().cloned());
+        v.push(self.host.clone());
+        v
+    }
+}
+
+/// `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT`.
+fn split_target(target: &str) -> Result<(String, Option<u16>), String> {
+    let bad_port = |p: &str| format!("target={target:?}: port {p:?} is not 1..=65535");
+    let port_of = |p: &str| match p.parse::<u16>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(bad_port(p)),
+    };
+    if let Some(rest) = target.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("target={target:?}: no closing ]"))?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => Some(port_of(p)?),
+            None if after.is_empty() => None,
+            None => return Err(format!("target={target:?}: junk after ]")),
+        };
+        return Ok((host.to_owned(), port));
+    }
+    let valid_host = |h: &str| {
+        !h.is_empty()
+            && h
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
+            && !h.starts_with('-')
+    };
+    match target.matches(':').count() {
+        0 if valid_host(target) => Ok((target.to_owned(), None)),
+        1 => {
+            let (host, port) = target.split_once(':').unwrap_or((target, ""));
+            if !valid_host(host) {
+                return Err(format!("target={target:?}: bad host"));
+            }
+            Ok((host.to_owned(), Some(port_of(port)?)))
+        }
+        // A bare IPv6 address.
+        _ if target.parse::<std::net::Ipv6Addr>().is_ok() => Ok((target.to_owned(), None)),
+        _ => Err(format!("target={target:?}: not HOST, HOST:PORT or [IPV6]:PORT")),
+    }
+}
+
+/// What a probe's test did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeOutcome {
+    /// The test exited 0 and wrote its results.
+    pub success: bool,
+    /// Why it failed.
+    pub reason: Option<String>,
+    /// Its `--prom` text.
+    pub results: Option<String>,
+}
+
+impl ProbeOutcome {
+    fn failed(reason: &str) -> Self {
+        Self {
+            success: false,
+            reason: Some(reason.to_owned()),
+            results: None,
+        }
+    }
+}
+
+/// The port metrics of `devices` and, after `ports --check`, the verdict
+/// of each port (`rdmaperf_port_check_pass`).
+pub fn port_exposition(devices: &[DeviceState], verdict: Option<&PortsVerdict>) -> String {
+    port_exposition_with_status(devices, verdict, None)
+}
+
+/// As [`port_exposition`], plus `rdmaperf_sysfs_read_success` (0 with
+/// `error` when the devices could not be read at all).
+fn port_exposition_with_status(
+    devices: &[DeviceState],
+    verdict: Option<&PortsVerdict>,
+    error: Option<&str>,
+) -> String {
+    use engine::prom::MetricType;
+    let mut x = engine::prom::port_metrics(devices);
+    x.sample(
+        "rdmaperf_sysfs_read_success",
+        "Whether the RDMA devices could be read from sysfs (1) or not (0).",
+        MetricType::Gauge,
+        &[],
+        if error.is_some() { 0.0 } else { 1.0 },
+    );
+    if let Some(v) = verdict {
+        for p in &v.ports {
+            let port = p.port.to_string();
+            x.sample(
+                "rdmaperf_port_check_pass",
+                "Whether rdmaperf ports --check passed the port (ACTIVE, LinkUp, expected rate, no rising error counter): 1 pass, 0 fail.",
+                MetricType::Gauge,
+                &[("device", &p.device), ("port", &port)],
+                if p.pass { 1.0 } else { 0.0 },
+            );
+        }
+        x.sample(
+            "rdmaperf_ports_check_pass",
+            "Whether rdmaperf ports --check passed every port and the port count: 1 pass, 0 fail.",
+            MetricType::Gauge,
+            &[],
+            if v.pass { 1.0 } else { 0.0 },
+        );
+    }
+    let mut text = x.render();
+    if let Some(e) = error {
+        text.insert_str(0, &format!("# {}\n", e.replace('\n', " ")));
+    }
+    text
+}
+
+/// A probe's answer: its test's results and the probe's own gauges.
+fn probe_exposition(plan: &ProbePlan, outcome: &ProbeOutcome, took: Duration) -> String {
+    use engine::prom::MetricType;
+    let mut x = engine::prom::Exposition::new();
+    let target = plan.target_label();
+    let labels = [("target", target.as_str()), ("test", plan.test.as_str())];
+    x.sample(
+        "rdmaperf_probe_success",
+        "Whether the probe's test ran to the end against the target (1) or not (0).",
+        MetricType::Gauge,
+        &[],
+        if outcome.success { 1.0 } else { 0.0 },
+    );
+    x.sample(
+        "rdmaperf_probe_duration_seconds",
+        "How long the probe took, set-up included, seconds.",
+        MetricType::Gauge,
+        &[],
+        took.as_secs_f64(),
+    );
+    x.sample(
+        "rdmaperf_probe_info",
+        "What the probe ran: target, test, size and measured seconds (always 1).",
+        MetricType::Gauge,
+        &[
+            labels[0],
+            labels[1],
+            ("size_bytes", &plan.size.to_string()),
+            ("duration_seconds", &plan.duration.to_string()),
+        ],
+        1.0,
+    );
+    let mut text = String::new();
+    if let Some(reason) = &outcome.reason {
+        text.push_str(&format!("# probe failed: {}\n", reason.replace('\n', " ")));
+    }
+    text.push_str(&x.render());
+    if let Some(results) = &outcome.results {
+        text.push_str(results);
+    }
+    text
+}

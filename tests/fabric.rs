@@ -1,0 +1,685 @@
+//! `rdmaperf ports`, `rdmaperf doctor nccl` and `rdmaperf exporter`, run
+//! as a user would. Tests marked `#[ignore]` need the RDMA device of
+//! `RDMAPERF_TEST_DEVICE` (the soft-RoCE VM; the exporter test also a
+//! real Prometheus server, Debian's `prometheus`); the rest run on sysfs
+//! fixture trees anywhere.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use support::{Reaper, free_port, test_device, text};
+
+const RDMAPERF: &str = env!("CARGO_BIN_EXE_rdmaperf");
+
+fn rdmaperf(args: &[&str]) -> Output {
+    Command::new(RDMAPERF)
+        .args(args)
+        .output()
+        .expect("spawn rdmaperf")
+}
+
+fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path)
+}
+
+fn fixture_str(path: &str) -> String {
+    fixture(path).to_str().unwrap().to_owned()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}):\n{}\nstderr:\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    })
+}
+
+/// A temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("rdmaperf-fabric-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+// --- the command line -------------------------------------------------------
+
+#[test]
+fn help_lists_the_subcommands_and_the_test_binaries() {
+    let out = rdmaperf(&["--help"]);
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    for word in [
+        "ports", "doctor", "exporter", "write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat",
+        "read_lat", "send_lat",
+    ] {
+        assert!(help.contains(word), "rdmaperf --help lacks {word}:\n{help}");
+    }
+}
+
+#[test]
+fn bad_input_exits_2_and_names_what_was_wrong() {
+    let missing = fixture_str("no-such-file");
+    let cases: &[(&[&str], &str)] = &[
+        (&["frobnicate"], "frobnicate"),
+        (&["ports", "--no-such-flag"], "--no-such-flag"),
+        (&["ports", "--watch", "0"], "--watch"),
+        (&["ports", "--expect-rate", "fast"], "--expect-rate"),
+        (&["doctor", "nccl", "--env-file", &missing], "--env-file"),
+        (&["doctor", "nccl", "--log", &missing], "--log"),
+        (&["doctor", "nccl", "--env-file", &missing], "no-such-file"),
+        (&["doctor", "lustre"], "lustre"),
+        (&["exporter"], "--listen"),
+        (&["exporter", "--listen", "not-an-address"], "--listen"),
+    ];
+    let tree = fixture_str("sysfs/complete");
+    let no_dev: &[&str] = &["ports", "--sysfs-root", &tree, "-d", "mlx9_9"];
+    let no_port: &[&str] = &["ports", "--sysfs-root", &tree, "-i", "7"];
+    for (args, named) in cases.iter().copied().chain([(no_dev, "mlx9_9"), (no_port, "-i")]) {
+        let out = rdmaperf(args);
+        assert_eq!(out.status.code(), Some(2), "rdmaperf {args:?}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(named),
+            "rdmaperf {args:?}: stderr does not name {named}:\n{}",
+            text(&out.stderr)
+        );
+        assert!(out.stdout.is_empty(), "rdmaperf {args:?} printed on stdout");
+    }
+}
+
+#[test]
+fn an_env_file_line_that_is_not_a_variable_exits_2_with_its_line_number() {
+    let dir = TempDir::new("badenv");
+    let file = dir.path("nccl.env");
+    std::fs::write(&file, "export NCCL_IB_HCA=mlx5\nthis is not a variable\n").unwrap();
+    let tree = fixture_str("sysfs/complete");
+    let out = rdmaperf(&[
+        "doctor",
+        "nccl",
+        "--sysfs-root",
+        &tree,
+        "--env-file",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains('2'), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
+}
+
+// --- ports on fixture trees ----------------------------------------------------
+
+#[test]
+fn ports_shows_what_ibstat_and_show_gids_show() {
+    let tree = fixture_str("sysfs/complete");
+    let out = rdmaperf(&["ports", "--sysfs-root", &tree]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    // show_gids' header, its columns as show_gids prints them.
+    assert!(
+        stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
+            == ["DEV", "PORT", "INDEX", "GID", "IPv4", "VER", "DEV"]),
+        "no show_gids header:\n{stdout}"
+    );
+    for want in ["400 Gb/sec (4X NDR)", "200 Gb/sec (2X NDR)", "LinkUp", "ACTIVE", "MT4129"] {
+        assert!(stdout.contains(want), "no {want:?} in:\n{stdout}");
+    }
+}
+
+#[test]
+fn ports_json_reads_the_kernel_files_as_the_kernel_wrote_them() {
+    let tree = fixture("sysfs/complete");
+    let out = rdmaperf(&["ports", "--json", "--sysfs-root", tree.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc = json(&out);
+    assert_eq!(doc["kind"], "ports");
+    let devices = doc["devices"].as_array().unwrap();
+    assert!(!devices.is_empty());
+    for dev in devices {
+        let name = dev["name"].as_str().unwrap();
+        let dev_dir = tree.join("class/infiniband").join(name);
+        for port in dev["ports"].as_array().unwrap() {
+            let n = port["port"].as_u64().unwrap();
+            let dir = dev_dir.join("ports").join(n.to_string());
+            for file in ["state", "phys_state", "rate", "link_layer"] {
+                let raw = std::fs::read_to_string(dir.join(file)).unwrap();
+                assert_eq!(port[file], raw.trim(), "{name}/{n} {file}");
+            }
+            // Every counter file, raw.
+            for entry in std::fs::read_dir(dir.join("counters")).unwrap() {
+                let entry = entry.unwrap();
+                let raw = std::fs::read_to_string(entry.path()).unwrap();
+                let key = entry.file_name().into_string().unwrap();
+                if let Ok(v) = raw.trim().parse::<u64>() {
+                    assert_eq!(port["counters"][&key], v, "{name}/{n} counters/{key}");
+                }
+            }
+            // Every non-zero GID with its type.
+            for gid in port["gids"].as_array().unwrap() {
+                let i = gid["index"].as_u64().unwrap().to_string();
+                let raw = std::fs::read_to_string(dir.join("gids").join(&i)).unwrap();
+                assert_eq!(gid["gid"], raw.trim());
+                let kind = std::fs::read_to_string(dir.join("gid_attrs/types").join(&i)).unwrap();
+                assert_eq!(gid["kind"], kind.trim());
+            }
+        }
+    }
+}
+
+#[test]
+fn check_fails_the_port_trained_down_among_its_siblings_and_exits_3() {
+    let tree = fixture_str("sysfs/complete");
+    let out = rdmaperf(&["ports", "--sysfs-root", &tree, "--check", "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let doc = json(&out);
+    let verdict = &doc["verdict"];
+    assert_eq!(verdict["pass"], false);
+    let ports = verdict["ports"].as_array().unwrap();
+    let failed: Vec<&str> = ports
+        .iter()
+        .filter(|p| p["pass"] == false)
+        .map(|p| p["device"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["mlx5_1"], "{verdict:#}");
+    // The same in text, one line per port and a last verdict line.
+    let out = rdmaperf(&["ports", "--sysfs-root", &tree, "--expect-rate", "auto"]);
+    assert_eq!(out.status.code(), Some(3));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("port mlx5_1/1: FAIL rate 200 Gb/sec (2X NDR) below 400 Gb/s"), "{stdout}");
+    assert!(stdout.contains("port mlx5_0/1: PASS ACTIVE LinkUp 400 Gb/sec (4X NDR)"), "{stdout}");
+    assert_eq!(stdout.lines().last(), Some("verdict: FAIL 1 of 3 ports"));
+    // One NDR port held to 400 Gb/s, and counted.
+    let out = rdmaperf(&[
+        "ports", "--sysfs-root", &tree, "-d", "mlx5_0", "--expect-rate", "400", "--expect-ports", "1",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert_eq!(text(&out.stdout).lines().last(), Some("verdict: PASS 1 port"));
+    let out = rdmaperf(&["ports", "--sysfs-root", &tree, "-d", "mlx5_0", "--expect-ports", "8"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(text(&out.stdout).contains("expected 8 ports, found 1"));
+}
+
+#[test]
+fn watch_shows_the_deltas_and_check_fails_a_rising_error_counter() {
+    let dir = TempDir::new("watch");
+    let root = dir.path("sys");
+    copy_dir(&fixture("sysfs/complete"), &root);
+    let counters = root.join("class/infiniband/mlx5_0/ports/1/counters");
+    let before: u64 = std::fs::read_to_string(counters.join("symbol_error"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let data_before: u64 = std::fs::read_to_string(counters.join("port_xmit_data"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let child = Command::new(RDMAPERF)
+        .args(["ports", "--sysfs-root", root.to_str().unwrap(), "-d", "mlx5_0"])
+        .args(["--watch", "2", "--check", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first reading is taken at once; change the counters during the
+    // interval, as a bad cable and traffic would.
+    std::thread::sleep(Duration::from_millis(700));
+    std::fs::write(counters.join("symbol_error"), format!("{}\n", before + 3)).unwrap();
+    std::fs::write(counters.join("port_xmit_data"), format!("{}\n", data_before + 1000)).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let doc = json(&out);
+    let deltas = &doc["counter_deltas"]["deltas"]["mlx5_0"]["1"];
+    assert_eq!(deltas["counters/symbol_error"], 3, "{doc:#}");
+    assert_eq!(deltas["counters/port_xmit_data"], 1000);
+    let reasons = doc["verdict"]["ports"][0]["reasons"].to_string();
+    assert!(
+        reasons.contains(&format!("error counter counters/symbol_error rose {before} -> {}", before + 3)),
+        "{reasons}"
+    );
+}
+
+// --- doctor nccl on fixtures ------------------------------------------------------
+
+/// The block of NCCL variables the issue quotes, as people paste it.
+const ISSUE_BLOCK: &str = "\
+export NCCL_IB_HCA=mlx5
+export NCCL_SOCKET_IFNAME=eth0
+export NCCL_IB_GID_INDEX=3
+export NCCL_IB_TIMEOUT=22
+export NCCL_IB_QPS_PER_CONNECTION=4
+export NCCL_IB_TC=41
+export NCCL_NET_GDR_LEVEL=2
+";
+
+fn findings(doc: &serde_json::Value) -> Vec<serde_json::Value> {
+    doc["findings"].as_array().cloned().unwrap_or_default()
+}
+
+fn has(findings: &[serde_json::Value], severity: &str, variable: &str) -> bool {
+    findings
+        .iter()
+        .any(|f| f["severity"] == severity && f["variable"] == variable)
+}
+
+#[test]
+fn doctor_reads_a_socket_fallback_log_as_an_error_and_a_healthy_one_as_none() {
+    let tree = fixture_str("sysfs/complete");
+    let dir = TempDir::new("doclog");
+    let env = dir.path("empty.env");
+    std::fs::write(&env, "# nothing set\n").unwrap();
+    let env = env.to_str().unwrap().to_owned();
+    let run = |log: &str| {
+        rdmaperf(&[
+            "doctor", "nccl", "--sysfs-root", &tree, "--env-file", &env, "--log", &fixture_str(log),
+            "--json",
+        ])
+    };
+    let bad = run("nccl/socket-fallback.log");
+    assert_eq!(bad.status.code(), Some(3), "{}", text(&bad.stderr));
+    let doc = json(&bad);
+    let all = doc.to_string();
+    assert!(all.contains("Socket"), "{doc:#}");
+    assert!(findings(&doc).iter().any(|f| f["severity"] == "error"), "{doc:#}");
+    let good = run("nccl/healthy-ib.log");
+    assert_eq!(good.status.code(), Some(0), "{}", text(&good.stdout));
+    let doc = json(&good);
+    assert!(!findings(&doc).iter().any(|f| f["severity"] == "error"), "{doc:#}");
+}
+
+// --- on the device (the soft-RoCE VM) -----------------------------------------------
+
+/// `key: value` fields of `ibv_devinfo -v -d DEV` for port 1, and its GIDs
+/// (index → (address, type)).
+fn ibv_devinfo(dev: &str) -> (Vec<(String, String)>, Vec<(u32, std::net::Ipv6Addr, String)>) {
+    let out = Command::new("ibv_devinfo")
+        .args(["-v", "-d", dev, "-i", "1"])
+        .output()
+        .expect("run ibv_devinfo (ibverbs-utils)");
+    assert!(out.status.success(), "ibv_devinfo: {}", text(&out.stderr));
+    let mut fields = Vec::new();
+    let mut gids = Vec::new();
+    for line in text(&out.stdout).lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("GID[") {
+            // GID[  1]:		::ffff:169.254.77.1, RoCE v2
+            let (index, rest) = rest.split_once("]:").unwrap();
+            let rest = rest.trim();
+            let (addr, kind) = rest.split_once(", ").unwrap_or((rest, ""));
+            gids.push((
+                index.trim().parse().unwrap(),
+                addr.trim().parse().unwrap_or_else(|e| panic!("GID {addr:?}: {e}")),
+                kind.trim().to_owned(),
+            ));
+        } else if let Some((k, v)) = line.split_once(':') {
+            fields.push((k.trim().to_owned(), v.trim().to_owned()));
+        }
+    }
+    (fields, gids)
+}
+
+fn field<'a>(fields: &'a [(String, String)], key: &str) -> &'a str {
+    fields
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_else(|| panic!("ibv_devinfo printed no {key}"))
+}
+
+fn ports_json(dev: &str) -> serde_json::Value {
+    let out = rdmaperf(&["ports", "-d", dev, "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    json(&out)
+}
+
+#[test]
+#[ignore = "needs an RDMA device (RDMAPERF_TEST_DEVICE)"]
+fn ports_agrees_with_ibv_devinfo_and_rdma_link() {
+    let dev = test_device();
+    let doc = ports_json(&dev);
+    let port = &doc["devices"][0]["ports"][0];
+    assert_eq!(doc["devices"][0]["name"], dev.as_str());
+    let (fields, gids) = ibv_devinfo(&dev);
+    // "PORT_ACTIVE (4)", "4096 (5)", "1024 (3)", "LINK_UP (5)".
+    let number_in_parens = |v: &str| {
+        v.rsplit_once('(')
+            .and_then(|(_, n)| n.trim_end_matches(')').parse::<u32>().ok())
+            .unwrap_or_else(|| panic!("{v:?}"))
+    };
+    let first_number = |v: &str| v.split_whitespace().next().unwrap().parse::<u64>().unwrap();
+    assert_eq!(port["state"].as_str().unwrap().split(':').next().unwrap(), number_in_parens(field(&fields, "state")).to_string());
+    assert_eq!(port["phys_state"].as_str().unwrap().split(':').next().unwrap(), number_in_parens(field(&fields, "phys_state")).to_string());
+    assert_eq!(port["active_mtu"], first_number(field(&fields, "active_mtu")));
+    assert_eq!(port["max_mtu"], first_number(field(&fields, "max_mtu")));
+    assert_eq!(port["link_layer"], field(&fields, "link_layer"));
+    let ours: Vec<(u32, std::net::Ipv6Addr, String)> = port["gids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["index"].as_u64().unwrap() as u32,
+                g["gid"].as_str().unwrap().parse().unwrap(),
+                g["kind"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert!(!ours.is_empty(), "no GIDs: {doc:#}");
+    for (index, addr, kind) in &gids {
+        let mine = ours.iter().find(|(i, _, _)| i == index);
+        let (_, my_addr, my_kind) = mine.unwrap_or_else(|| panic!("ibv_devinfo has GID {index}, we do not"));
+        assert_eq!(my_addr, addr, "GID {index}");
+        // ibv_devinfo: "RoCE v2" / "RoCE v1" / "IB"; sysfs: "RoCE v2" / "IB/RoCE v1".
+        assert!(my_kind.ends_with(kind.as_str()) || kind.is_empty(), "GID {index}: {my_kind:?} vs {kind:?}");
+    }
+    assert_eq!(ours.len(), gids.len(), "GID count: ours {ours:?}, ibv_devinfo {gids:?}");
+
+    // rdma link: "link rxe0/1 state ACTIVE physical_state LINK_UP netdev veth0"
+    let out = Command::new("rdma").args(["link", "show", &format!("{dev}/1")]).output().expect("run rdma (iproute2)");
+    let link = text(&out.stdout);
+    let words: Vec<&str> = link.split_whitespace().collect();
+    let after = |k: &str| words.iter().position(|w| *w == k).map(|i| words[i + 1]);
+    assert_eq!(after("state"), port["state"].as_str().unwrap().split(": ").nth(1), "{link}");
+    assert_eq!(
+        after("physical_state").map(|s| s.replace('_', "").to_ascii_lowercase()),
+        port["phys_state"].as_str().unwrap().split(": ").nth(1).map(str::to_ascii_lowercase),
+        "{link}"
+    );
+    assert_eq!(after("netdev"), port["netdev"].as_str(), "{link}");
+}
+
+#[test]
+#[ignore = "needs an RDMA device (RDMAPERF_TEST_DEVICE)"]
+fn doctor_on_the_issue_block_names_each_wrong_setting_for_this_machine() {
+    let dev = test_device();
+    let dir = TempDir::new("docvm");
+    let env = dir.path("issue.env");
+    std::fs::write(&env, ISSUE_BLOCK).unwrap();
+    let out = rdmaperf(&["doctor", "nccl", "--env-file", env.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let doc = json(&out);
+    let f = findings(&doc);
+    assert!(has(&f, "error", "NCCL_IB_HCA"), "{doc:#}");
+    assert!(has(&f, "error", "NCCL_IB_GID_INDEX"), "{doc:#}");
+    assert!(has(&f, "error", "NCCL_SOCKET_IFNAME"), "{doc:#}");
+    let about = |var: &str| {
+        f.iter()
+            .filter(|x| x["variable"] == var)
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(about("NCCL_IB_HCA").contains(&dev), "the fix names {dev}: {}", about("NCCL_IB_HCA"));
+    assert!(about("NCCL_IB_TC").contains("DSCP 10"), "{}", about("NCCL_IB_TC"));
+    // The same in text: one line per finding on stdout.
+    let out = rdmaperf(&["doctor", "nccl", "--env-file", env.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    let stdout = text(&out.stdout);
+    assert!(stdout.lines().any(|l| l.starts_with("error") && l.contains("NCCL_IB_HCA=mlx5")), "{stdout}");
+}
+
+#[test]
+#[ignore = "needs an RDMA device (RDMAPERF_TEST_DEVICE)"]
+fn doctor_on_a_block_right_for_this_machine_finds_no_error() {
+    let dev = test_device();
+    let doc = ports_json(&dev);
+    let port = &doc["devices"][0]["ports"][0];
+    let netdev = port["netdev"].as_str().expect("the RoCE port's netdev").to_owned();
+    // The IPv4 RoCE v2 GID NCCL wants, or (the single-VM harness gives
+    // veth0 no IPv4 address) the link-local RoCE v2 one, a warning only.
+    let gids = port["gids"].as_array().unwrap();
+    let gid = gids
+        .iter()
+        .find(|g| g["kind"] == "RoCE v2" && g["ipv4"].is_string())
+        .or_else(|| gids.iter().find(|g| g["kind"] == "RoCE v2"))
+        .expect("a RoCE v2 GID")["index"]
+        .as_u64()
+        .unwrap();
+    let block = format!(
+        "export NCCL_IB_HCA={dev}\nexport NCCL_SOCKET_IFNAME={netdev}\nexport NCCL_IB_GID_INDEX={gid}\n\
+         export NCCL_IB_TIMEOUT=20\nexport NCCL_IB_QPS_PER_CONNECTION=4\nexport NCCL_IB_TC=104\n"
+    );
+    let dir = TempDir::new("docok");
+    let env = dir.path("ok.env");
+    std::fs::write(&env, block).unwrap();
+    // From the environment too, as a job would run it.
+    for args in [
+        vec!["doctor", "nccl", "--env-file", env.to_str().unwrap(), "--json"],
+        vec!["doctor", "nccl", "--json"],
+    ] {
+        let mut cmd = Command::new(RDMAPERF);
+        cmd.args(&args);
+        if args.len() == 3 {
+            cmd.env("NCCL_IB_HCA", &dev)
+                .env("NCCL_SOCKET_IFNAME", &netdev)
+                .env("NCCL_IB_GID_INDEX", gid.to_string());
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}\n{}\n{}", text(&out.stdout), text(&out.stderr));
+        let doc = json(&out);
+        assert!(!findings(&doc).iter().any(|f| f["severity"] == "error"), "{doc:#}");
+    }
+}
+
+/// GET `path` from 127.0.0.1:`port`: (status, body), bounded by `limit`.
+fn http_get(port: u16, path: &str, limit: Duration) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(limit))?;
+    s.set_write_timeout(Some(limit))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, body.to_owned()))
+}
+
+/// Retries [`http_get`] until the server answers (at most `limit`).
+fn http_get_when_up(port: u16, path: &str, limit: Duration) -> (u16, String) {
+    let start = Instant::now();
+    loop {
+        match http_get(port, path, Duration::from_secs(60)) {
+            Ok(r) => return r,
+            Err(e) if start.elapsed() > limit => panic!("nothing answered on {port} within {limit:?}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+/// The value of the sample `name{labels}` (all `labels` present) in an
+/// exposition text.
+fn sample(exposition: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    exposition.lines().find_map(|l| {
+        if l.starts_with('#') {
+            return None;
+        }
+        let (series, value) = l.rsplit_once(' ')?;
+        let (n, rest) = series.split_once('{').unwrap_or((series, ""));
+        if n != name {
+            return None;
+        }
+        labels
+            .iter()
+            .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")))
+            .then(|| value.parse().ok())
+            .flatten()
+    })
+}
+
+#[test]
+fn exporter_refuses_probe_urls_beyond_its_limits_and_keeps_serving() {
+    let tree = fixture_str("sysfs/complete");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _exporter = Reaper::spawn(
+        RDMAPERF,
+        &["exporter", "--listen", &listen, "--sysfs-root", &tree, "--max-size", "65536", "--max-duration", "5"],
+    );
+    let limit = Duration::from_secs(20);
+    let (status, body) = http_get_when_up(port, "/metrics", limit);
+    assert_eq!(status, 200);
+    assert_eq!(sample(&body, "node_infiniband_state_id", &[("device", "mlx5_0"), ("port", "1")]), Some(4.0), "{body}");
+    for (path, named) in [
+        ("/probe", "target"),
+        ("/probe?target=127.0.0.1:1&size=65537", "size"),
+        ("/probe?target=127.0.0.1:1&duration=6", "duration"),
+        ("/probe?target=127.0.0.1:1&duration=0", "duration"),
+        ("/probe?target=127.0.0.1:1&test=rm", "test"),
+        ("/probe?target=127.0.0.1:99999", "port"),
+        ("/probe?target=-x", "target"),
+    ] {
+        let (status, body) = http_get(port, path, limit).unwrap();
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(body.contains(named), "{path}: {body}");
+    }
+    let (status, _) = http_get(port, "/nothing", limit).unwrap();
+    assert_eq!(status, 404);
+    let (status, body) = http_get(port, "/metrics", limit).unwrap();
+    assert_eq!(status, 200, "{body}");
+}
+
+/// Prometheus' instant query `q`: the result vector.
+fn prom_query(port: u16, q: &str) -> Vec<serde_json::Value> {
+    let mut enc = String::new();
+    for b in q.bytes() {
+        if b.is_ascii_alphanumeric() || b"_-.".contains(&b) {
+            enc.push(b as char);
+        } else {
+            enc.push_str(&format!("%{b:02X}"));
+        }
+    }
+    match http_get(port, &format!("/api/v1/query?query={enc}"), Duration::from_secs(20)) {
+        Ok((200, body)) => {
+            let doc: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            doc["data"]["result"].as_array().cloned().unwrap_or_default()
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn value_of(result: &serde_json::Value) -> f64 {
+    result["value"][1].as_str().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+}
+
+#[test]
+#[ignore = "needs an RDMA device (RDMAPERF_TEST_DEVICE) and Debian's prometheus"]
+fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
+    let prometheus = Path::new("/usr/bin/prometheus");
+    assert!(prometheus.exists(), "no /usr/bin/prometheus: run scripts/setup (installs Debian's prometheus)");
+    let dev = test_device();
+    let (server_port, exporter_port, prom_port) = (free_port(), free_port(), free_port());
+    let server_port_s = server_port.to_string();
+    let _server = Reaper::spawn(
+        env!("CARGO_BIN_EXE_write_bw"),
+        &["-d", &dev, "--bind", "127.0.0.1", "-p", &server_port_s, "--persistent", "-u", "18", "--timeout", "10"],
+    );
+    let listen = format!("127.0.0.1:{exporter_port}");
+    let exporter = Reaper::spawn(
+        RDMAPERF,
+        &[
+            "exporter", "--listen", &listen, "-d", &dev, "--probe-timeout", "25", "--probe-arg=-u", "--probe-arg=18",
+        ],
+    );
+    let (status, metrics) = http_get_when_up(exporter_port, "/metrics", Duration::from_secs(30));
+    assert_eq!(status, 200, "{metrics}");
+    assert!(sample(&metrics, "node_infiniband_state_id", &[("device", &dev), ("port", "1")]).is_some(), "{metrics}");
+
+    // A dead target: success 0 within the probe bound; the exporter lives on.
+    let dead = free_port();
+    let t0 = Instant::now();
+    let (status, body) = http_get(
+        exporter_port,
+        &format!("/probe?target=127.0.0.1:{dead}&test=write_bw&duration=1"),
+        Duration::from_secs(40),
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(sample(&body, "rdmaperf_probe_success", &[]), Some(0.0), "{body}");
+    assert!(t0.elapsed() < Duration::from_secs(30), "dead-target probe took {:?}", t0.elapsed());
+
+    let dir = TempDir::new("prometheus");
+    let config = dir.path("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 2s\n  scrape_timeout: 2s\n\
+             scrape_configs:\n\
+             \x20 - job_name: rdma\n    static_configs:\n      - targets: ['127.0.0.1:{exporter_port}']\n\
+             \x20 - job_name: rdma_probe\n    metrics_path: /probe\n    scrape_interval: 30s\n    scrape_timeout: 30s\n\
+             \x20   params:\n      test: [write_bw]\n      size: ['65536']\n      duration: ['1']\n\
+             \x20   static_configs:\n      - targets: ['127.0.0.1:{server_port}']\n\
+             \x20   relabel_configs:\n\
+             \x20     - source_labels: [__address__]\n        target_label: __param_target\n\
+             \x20     - source_labels: [__param_target]\n        target_label: instance\n\
+             \x20     - target_label: __address__\n        replacement: 127.0.0.1:{exporter_port}\n"
+        ),
+    )
+    .unwrap();
+    let listen = format!("--web.listen-address=127.0.0.1:{prom_port}");
+    let config_arg = format!("--config.file={}", config.display());
+    let storage = format!("--storage.tsdb.path={}", dir.path("data").display());
+    let prom = Reaper::spawn(prometheus.to_str().unwrap(), &[&config_arg, &storage, &listen]);
+
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let (mut state, mut success, mut bandwidth) = (Vec::new(), Vec::new(), Vec::new());
+    while Instant::now() < deadline {
+        state = prom_query(prom_port, &format!("node_infiniband_state_id{{device=\"{dev}\",port=\"1\"}}"));
+        success = prom_query(prom_port, "rdmaperf_probe_success{job=\"rdma_probe\"}");
+        bandwidth = prom_query(prom_port, "rdmaperf_bandwidth_bytes_per_second{job=\"rdma_probe\"}");
+        if !state.is_empty() && success.iter().any(|r| value_of(r) == 1.0) && !bandwidth.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    prom.signal("TERM");
+    let prom_out = prom.wait_bounded(Duration::from_secs(30), "prometheus");
+    drop(exporter);
+    let why = format!(
+        "state {state:?}\nprobe success {success:?}\nbandwidth {bandwidth:?}\nprometheus stderr tail:\n{}",
+        text(&prom_out.stderr).lines().rev().take(20).collect::<Vec<_>>().join("\n")
+    );
+    assert_eq!(state.first().map(value_of), Some(4.0), "{why}");
+    assert!(success.iter().any(|r| value_of(r) == 1.0), "{why}");
+    assert!(bandwidth.iter().any(|r| value_of(r) > 0.0), "{why}");
+}

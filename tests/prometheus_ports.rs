@@ -1,0 +1,1 @@
+//! Port metrics against node_exporter (being written).
