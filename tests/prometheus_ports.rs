@@ -1,1 +1,472 @@
-//! Port metrics against node_exporter (being written).
+//! `rdmaperf ports --prom` against node_exporter: on the same sysfs tree,
+//! every `node_infiniband_*` series node_exporter 1.5 emits must be in
+//! ours with the same labels and value; on a soft-RoCE tree (no
+//! `counters/`), where node_exporter's collector fails, ours still
+//! reports the port.
+//!
+//! Needs `/usr/bin/prometheus-node-exporter` (scripts/setup installs it),
+//! no RDMA device. node_exporter listens on a free loopback port only.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const NODE_EXPORTER: &str = "/usr/bin/prometheus-node-exporter";
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sysfs")
+        .join(name)
+}
+
+/// A temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "rdmaperf-prom-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running node_exporter, killed (and reaped) on drop.
+struct NodeExporter {
+    child: Child,
+    addr: SocketAddr,
+    log: PathBuf,
+}
+
+impl Drop for NodeExporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl NodeExporter {
+    /// Starts node_exporter's infiniband collector alone on `sysfs`,
+    /// listening on a free loopback port, and waits until it accepts
+    /// connections. A port taken between choosing and binding makes it
+    /// exit; then another port is tried (bounded).
+    fn start(sysfs: &Path, dir: &TempDir) -> Self {
+        assert!(
+            Path::new(NODE_EXPORTER).exists(),
+            "{NODE_EXPORTER} is missing: run scripts/setup (it installs prometheus-node-exporter)"
+        );
+        let mut failures = Vec::new();
+        for attempt in 0..5 {
+            let addr = free_loopback_addr();
+            let log = dir.0.join(format!("node_exporter-{attempt}.log"));
+            let child = Command::new(NODE_EXPORTER)
+                .arg(format!("--path.sysfs={}", sysfs.display()))
+                .args(["--collector.disable-defaults", "--collector.infiniband"])
+                .arg(format!("--web.listen-address={addr}"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {NODE_EXPORTER}: {e}"));
+            let mut ne = NodeExporter { child, addr, log };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Ok(Some(status)) = ne.child.try_wait() {
+                    failures.push(format!("{addr}: exited {status}: {}", ne.log_text()));
+                    break;
+                }
+                if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                    return ne;
+                }
+                if Instant::now() > deadline {
+                    failures.push(format!(
+                        "{addr}: not listening after 10 s: {}",
+                        ne.log_text()
+                    ));
+                    break;
+                }
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
+        panic!("node_exporter did not start:\n{}", failures.join("\n"));
+    }
+
+    fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `GET /metrics` over HTTP/1.0: the body.
+    fn scrape(&self) -> String {
+        let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("connect {}: {e}", self.addr));
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream
+            .set_write_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .unwrap();
+        let mut response = Vec::new();
+        stream
+            .read_to_end(&mut response)
+            .unwrap_or_else(|e| panic!("reading /metrics from {}: {e}", self.addr));
+        let response = String::from_utf8(response).expect("/metrics is UTF-8");
+        let (head, body) = response
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("no HTTP header end in {response:?}"));
+        let status = head.lines().next().unwrap_or("");
+        assert_eq!(
+            status.split_whitespace().nth(1),
+            Some("200"),
+            "node_exporter answered {status:?}; log:\n{}",
+            self.log_text()
+        );
+        body.to_owned()
+    }
+}
+
+/// A loopback address whose port was free a moment ago.
+fn free_loopback_addr() -> SocketAddr {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// Runs `rdmaperf ports --sysfs-root <tree> --prom <file>`; the file.
+fn our_exposition(tree: &Path, dir: &TempDir) -> String {
+    let prom = dir.0.join("ports.prom");
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmaperf"))
+        .arg("ports")
+        .arg("--sysfs-root")
+        .arg(tree)
+        .arg("--prom")
+        .arg(&prom)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "rdmaperf ports failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fs::read_to_string(&prom).unwrap_or_else(|e| panic!("reading {}: {e}", prom.display()))
+}
+
+/// A series: metric name and labels.
+type SeriesKey = (String, BTreeMap<String, String>);
+
+/// The samples of a text exposition (format 0.0.4), by series. Checks
+/// what a Prometheus parser would reject: a sample before its family's
+/// `# TYPE`, a family declared twice or split, a series given twice.
+fn parse_exposition(text: &str) -> BTreeMap<SeriesKey, f64> {
+    let mut out = BTreeMap::new();
+    let mut declared = BTreeSet::new();
+    let mut current: Option<(String, String)> = None; // (name, type)
+    for (n, line) in text.lines().enumerate() {
+        let at = || format!("line {}: {line:?}", n + 1);
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or_else(|| panic!("{}", at()));
+            assert!(declared.insert(name.to_owned()), "TYPE twice: {}", at());
+            current = Some((name.to_owned(), kind.to_owned()));
+            continue;
+        }
+        if line.starts_with('#') {
+            continue;
+        }
+        let (name, labels, rest) = parse_sample(line).unwrap_or_else(|| panic!("{}", at()));
+        if let Some((family, kind)) = &current {
+            let base = match kind.as_str() {
+                "summary" | "histogram" => name
+                    .strip_suffix("_sum")
+                    .or_else(|| name.strip_suffix("_count"))
+                    .or_else(|| name.strip_suffix("_bucket"))
+                    .filter(|b| b == family)
+                    .unwrap_or(&name),
+                _ => &name,
+            };
+            assert_eq!(base, family, "sample outside its family: {}", at());
+        }
+        let value_text = rest.split_whitespace().next().unwrap_or("");
+        let value = match value_text {
+            "NaN" => f64::NAN,
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => v.parse().unwrap_or_else(|_| panic!("bad value: {}", at())),
+        };
+        assert!(
+            out.insert((name, labels), value).is_none(),
+            "series twice: {}",
+            at()
+        );
+    }
+    out
+}
+
+/// `name{k="v",...} rest` → (name, labels, rest).
+fn parse_sample(line: &str) -> Option<(String, BTreeMap<String, String>, &str)> {
+    let name_end = line.find(['{', ' '])?;
+    let name = line[..name_end].to_owned();
+    let mut labels = BTreeMap::new();
+    let mut rest = &line[name_end..];
+    if let Some(inner) = rest.strip_prefix('{') {
+        let mut chars = inner.char_indices();
+        let mut key = String::new();
+        let end = loop {
+            let (i, c) = chars.next()?;
+            match c {
+                '}' => break i,
+                ',' | ' ' => {}
+                '=' => {
+                    if chars.next()?.1 != '"' {
+                        return None;
+                    }
+                    let mut value = String::new();
+                    loop {
+                        match chars.next()?.1 {
+                            '"' => break,
+                            '\\' => match chars.next()?.1 {
+                                'n' => value.push('\n'),
+                                other => value.push(other),
+                            },
+                            other => value.push(other),
+                        }
+                    }
+                    labels.insert(std::mem::take(&mut key), value);
+                }
+                c => key.push(c),
+            }
+        };
+        rest = &inner[end + 1..];
+    }
+    Some((name, labels, rest.trim_start()))
+}
+
+fn series(name: &str, labels: &[(&str, &str)]) -> SeriesKey {
+    (
+        name.to_owned(),
+        labels
+            .iter()
+            .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+    )
+}
+
+fn collector_success(samples: &BTreeMap<SeriesKey, f64>) -> Option<f64> {
+    samples
+        .get(&series(
+            "node_scrape_collector_success",
+            &[("collector", "infiniband")],
+        ))
+        .copied()
+}
+
+fn node_infiniband(samples: &BTreeMap<SeriesKey, f64>) -> BTreeMap<&SeriesKey, f64> {
+    samples
+        .iter()
+        .filter(|((name, _), _)| name.starts_with("node_infiniband_"))
+        .map(|(k, &v)| (k, v))
+        .collect()
+}
+
+fn show(key: &SeriesKey) -> String {
+    let labels: Vec<String> = key.1.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    format!("{}{{{}}}", key.0, labels.join(","))
+}
+
+#[test]
+fn every_node_exporter_infiniband_series_is_reproduced() {
+    let tree = fixture("complete");
+    let dir = TempDir::new();
+    let theirs_text = NodeExporter::start(&tree, &dir).scrape();
+    let theirs = parse_exposition(&theirs_text);
+    assert_eq!(
+        collector_success(&theirs),
+        Some(1.0),
+        "node_exporter's infiniband collector failed on {}:\n{theirs_text}",
+        tree.display()
+    );
+    let theirs = node_infiniband(&theirs);
+    // 3 info + 3 ports × (3 gauges + 21 counters).
+    assert_eq!(theirs.len(), 75, "{theirs:#?}");
+
+    let ours_text = our_exposition(&tree, &dir);
+    assert!(ours_text.ends_with('\n'), "{ours_text}");
+    let ours = parse_exposition(&ours_text);
+
+    let mut problems = Vec::new();
+    for (key, &want) in &theirs {
+        match ours.get(*key) {
+            None => problems.push(format!("missing {} (node_exporter: {want})", show(key))),
+            Some(&got) if got != want && !(got.is_nan() && want.is_nan()) => {
+                problems.push(format!("{}: ours {got}, node_exporter {want}", show(key)))
+            }
+            Some(_) => {}
+        }
+    }
+    for (key, v) in node_infiniband(&ours) {
+        if !theirs.contains_key(key) {
+            problems.push(format!("extra {} {v} (node_exporter has none)", show(key)));
+        }
+    }
+    // What node_exporter lacks, on the RoCE port: its netdev and the
+    // IPv4-mapped RoCE v2 GID at index 3, as the fixture has them.
+    let roce = [("device", "mlx5_2"), ("port", "1")];
+    for (key, want) in [
+        (
+            series(
+                "rdmaperf_port_info",
+                &[
+                    roce[0],
+                    roce[1],
+                    ("link_layer", "Ethernet"),
+                    ("rate", "200 Gb/sec (4X HDR)"),
+                    ("netdev", "ens3f0np0"),
+                    ("lid", "0x0"),
+                    ("sm_lid", "0x0"),
+                ],
+            ),
+            1.0,
+        ),
+        (
+            series(
+                "rdmaperf_port_gid_info",
+                &[
+                    roce[0],
+                    roce[1],
+                    ("index", "3"),
+                    ("gid", "0000:0000:0000:0000:0000:ffff:c0a8:0a02"),
+                    ("type", "RoCE v2"),
+                    ("netdev", "ens3f0np0"),
+                    ("ipv4", "192.168.10.2"),
+                ],
+            ),
+            1.0,
+        ),
+        (
+            series(
+                "rdmaperf_port_hw_counter_total",
+                &[roce[0], roce[1], ("counter", "np_cnp_sent")],
+            ),
+            1204.0,
+        ),
+    ] {
+        if ours.get(&key) != Some(&want) {
+            problems.push(format!(
+                "{}: ours {:?}, want {want}",
+                show(&key),
+                ours.get(&key)
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} problems (node_exporter 1.5.0 is the reference):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn a_port_without_counters_is_reported_where_node_exporter_fails() {
+    let tree = fixture("rxe");
+    let dir = TempDir::new();
+    let theirs_text = NodeExporter::start(&tree, &dir).scrape();
+    let theirs = parse_exposition(&theirs_text);
+    assert_eq!(
+        collector_success(&theirs),
+        Some(0.0),
+        "node_exporter 1.5 was expected to fail on a port without counters/:\n{theirs_text}"
+    );
+    assert!(node_infiniband(&theirs).is_empty(), "{theirs_text}");
+
+    let ours = parse_exposition(&our_exposition(&tree, &dir));
+    let port = [("device", "rxe0"), ("port", "1")];
+    let mut problems = Vec::new();
+    let mut expect = |key: SeriesKey, want: f64| match ours.get(&key) {
+        Some(&got) if got == want => {}
+        other => problems.push(format!("{}: ours {other:?}, want {want}", show(&key))),
+    };
+    // From the fixture's state, phys_state and rate files.
+    expect(series("node_infiniband_state_id", &port), 4.0);
+    expect(series("node_infiniband_physical_state_id", &port), 5.0);
+    expect(
+        series("node_infiniband_rate_bytes_per_second", &port),
+        1.25e9,
+    );
+    expect(
+        series(
+            "node_infiniband_info",
+            &[
+                ("device", "rxe0"),
+                ("board_id", ""),
+                ("firmware_version", ""),
+                ("hca_type", ""),
+            ],
+        ),
+        1.0,
+    );
+    // Every driver counter but lifespan, with the file's value.
+    let hw = tree.join("class/infiniband/rxe0/ports/1/hw_counters");
+    let mut counted = 0;
+    for entry in fs::read_dir(&hw).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        let value: f64 = fs::read_to_string(entry.path())
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        if name == "lifespan" {
+            expect(
+                series("rdmaperf_port_hw_counters_lifespan_seconds", &port),
+                value / 1000.0,
+            );
+        } else {
+            counted += 1;
+            expect(
+                series(
+                    "rdmaperf_port_hw_counter_total",
+                    &[("device", "rxe0"), ("port", "1"), ("counter", &name)],
+                ),
+                value,
+            );
+        }
+    }
+    assert_eq!(counted, 15, "rxe's 15 counters besides lifespan");
+    let hw_series = ours
+        .keys()
+        .filter(|(name, _)| name == "rdmaperf_port_hw_counter_total")
+        .count();
+    assert_eq!(hw_series, counted);
+    // No counters/ means no PMA counter series.
+    assert!(
+        ours.keys()
+            .filter(|(name, _)| name.starts_with("node_infiniband_"))
+            .all(|(name, _)| !name.ends_with("_total")),
+        "{ours:#?}"
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

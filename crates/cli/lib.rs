@@ -127,6 +127,23 @@ pub fn partial_path(dest: &std::path::Path) -> Option<PathBuf> {
     Some(dest.with_file_name(name))
 }
 
+/// Checks, before any work, that a file for `flag` can be created at
+/// `dest` (its temporary name is created and removed).
+///
+/// # Errors
+/// A usage error naming `flag` when it cannot.
+pub fn check_writable(flag: &str, dest: &std::path::Path) -> Result<(), UsageError> {
+    let tmp = partial_path(dest)
+        .ok_or_else(|| UsageError(format!("{flag}: {dest:?} does not name a file")))?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|e| UsageError(format!("{flag}: cannot create {dest:?}: {e}")))?;
+    let _ = std::fs::remove_file(&tmp);
+    Ok(())
+}
+
 /// Writes `text` to `dest` under [`partial_path`] and renames it into
 /// place, so a reader (node_exporter's textfile collector, a script)
 /// never sees half of it; on failure the temporary file is removed.

@@ -223,27 +223,13 @@ impl PerftestJsonFile {
         style: TableStyle,
         output: Option<OutputFigure>,
     ) -> anyhow::Result<Self> {
-        let f = Self {
+        crate::check_writable("--out_json_file", &path)?;
+        Ok(Self {
             path,
             title,
             style,
             output,
-        };
-        let tmp = crate::partial_path(&f.path).ok_or_else(|| {
-            crate::UsageError(format!(
-                "--out_json_file: {:?} does not name a file",
-                f.path
-            ))
-        })?;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| {
-                crate::UsageError(format!("--out_json_file: cannot create {:?}: {e}", f.path))
-            })?;
-        let _ = std::fs::remove_file(&tmp);
-        Ok(f)
+        })
     }
 }
 
@@ -263,6 +249,79 @@ impl Report for PerftestJsonFile {
 
     fn end(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// `--prom FILE`: the results, the verdicts and this side's port
+/// metrics as Prometheus text, rewritten atomically after every size and
+/// verdict (a textfile collector never reads half of it; an interrupted
+/// run leaves the sizes it completed).
+#[derive(Debug)]
+pub struct PromFile {
+    path: std::path::PathBuf,
+    metrics: engine::prom::ResultMetrics,
+    sysfs_root: std::path::PathBuf,
+    device: String,
+    port: u8,
+}
+
+impl PromFile {
+    /// The file at `path`, for the run on `device` port `port`; checks
+    /// now, before any work, that it can be written there.
+    ///
+    /// # Errors
+    /// A usage error naming `--prom` when it cannot.
+    pub fn create(
+        path: std::path::PathBuf,
+        sysfs_root: &std::path::Path,
+        device: &str,
+        port: u8,
+    ) -> anyhow::Result<Self> {
+        crate::check_writable("--prom", &path)?;
+        Ok(Self {
+            path,
+            metrics: engine::prom::ResultMetrics::new(),
+            sysfs_root: sysfs_root.to_path_buf(),
+            device: device.to_owned(),
+            port,
+        })
+    }
+
+    fn write(&self) -> io::Result<()> {
+        let mut text = self.metrics.render();
+        // This side's port, read now (a device sysfs does not show, as a
+        // fixture root in tests, adds nothing).
+        if let Ok(mut devices) = crate::sysfs::read_devices(&self.sysfs_root, Some(&self.device)) {
+            for d in &mut devices {
+                d.ports.retain(|p| p.port == self.port);
+            }
+            text.push_str(&engine::prom::port_metrics(&devices).render());
+        }
+        crate::write_atomically("--prom", &self.path, &text)
+    }
+}
+
+impl Report for PromFile {
+    fn begin(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
+        self.metrics.size(record);
+        self.write()
+    }
+
+    fn verdict(&mut self, verdict: &VerdictRecord) -> io::Result<()> {
+        self.metrics.verdict(verdict);
+        self.write()
+    }
+
+    fn end(&mut self) -> io::Result<()> {
+        self.write()
+    }
+
+    fn interrupted(&mut self, _record: &InterruptedRecord) -> io::Result<()> {
+        self.write()
     }
 }
 

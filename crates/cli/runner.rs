@@ -28,7 +28,7 @@ use crate::measure::bw::BwMeasure;
 use crate::measure::lat::LatMeasure;
 use crate::measure::{Measure, Shown, SizeCtx};
 use crate::oob::{Bound, Channel};
-use crate::output::{CounterLines, Output, PerftestJsonFile};
+use crate::output::{CounterLines, Output, PerftestJsonFile, PromFile};
 use crate::session::{
     Hello, client_barrier, client_goodbye, client_hello, expect_msg, reject, server_accept,
     server_all_phases_run, server_hello, server_mtu, server_next_phase, show_progress, sysfs_rate,
@@ -253,6 +253,14 @@ fn open_output<M: Measure>(
     {
         let dir = crate::sysfs::port_dir(&cli.sysfs_root, port.ctx.name(), port.port);
         out.add(Box::new(CounterLines::open(list, &dir)?));
+    }
+    if let Some(path) = &cli.prom {
+        out.add(Box::new(PromFile::create(
+            path.clone(),
+            &cli.sysfs_root,
+            port.ctx.name(),
+            port.port,
+        )?));
     }
     if cli.out_json {
         out.add(Box::new(PerftestJsonFile::create(

@@ -137,7 +137,7 @@ fn names_in(dir: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default();
-    names.sort_by(|a, b| natural_key(a).cmp(&natural_key(b)));
+    names.sort_by_key(|n| natural_key(n));
     names
 }
 

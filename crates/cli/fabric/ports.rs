@@ -111,8 +111,7 @@ struct PortsDocument<'a> {
 pub fn run(args: &PortsArgs) -> anyhow::Result<u8> {
     let check = args.check || args.expect_rate.is_some() || args.expect_ports.is_some();
     if let Some(path) = &args.prom {
-        crate::partial_path(path)
-            .ok_or_else(|| UsageError(format!("--prom: {path:?} does not name a file")))?;
+        crate::check_writable("--prom", path)?;
     }
     let before = read(&args.sysfs, args.device.as_deref(), args.port)?;
     let (devices, deltas) = match args.watch {

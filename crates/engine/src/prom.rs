@@ -35,9 +35,11 @@
 //!   that is absent, unreadable or `N/A (no PMA)` gives no series.
 //! - No `hw_counters/` at all: the mlx5 ones (`node_infiniband_
 //!   local_ack_timeout_errors_total`, …) came in node_exporter 1.11.
-//! - The `legacy_*` counters of `counters_ext/` (MLNX_OFED-era mlx4 and
-//!   old kernels; mainline Linux never creates the directory) are not
-//!   emitted here: [`PortState`] does not carry that directory.
+//! - The eight `legacy_*` counters it reads from `counters_ext/` are
+//!   not emitted here: [`PortState`] does not carry that directory. The
+//!   kernel's own `core/sysfs.c` names every PMA table `counters` (the
+//!   64-bit one too); `counters_ext/` comes from out-of-tree
+//!   (MLNX_OFED-era) drivers.
 //! - node_exporter 1.5 emits nothing at all when any device lacks
 //!   `board_id`, `fw_ver`, a port's `state`, `phys_state`, `rate` or its
 //!   `counters/` directory (rxe has no `counters/`), or when a known
@@ -758,14 +760,16 @@ fn rdmaperf_port(e: &mut Exposition, device: &str, port: &PortState) {
 // Result metrics
 // ---------------------------------------------------------------------
 
-/// The quantiles of [`LatStats`], with their field.
-const LATENCY_QUANTILES: [(f64, fn(&LatStats) -> f64); 5] = [
-    (0.5, |s| s.p50_us),
-    (0.9, |s| s.p90_us),
-    (0.99, |s| s.p99_us),
-    (0.999, |s| s.p99_9_us),
-    (0.9999, |s| s.p99_99_us),
-];
+/// The quantiles [`LatStats`] holds: `(quantile, microseconds)`.
+fn latency_quantiles(s: &LatStats) -> [(f64, f64); 5] {
+    [
+        (0.5, s.p50_us),
+        (0.9, s.p90_us),
+        (0.99, s.p99_us),
+        (0.999, s.p99_9_us),
+        (0.9999, s.p99_99_us),
+    ]
+}
 
 /// The results of one test run as Prometheus metrics: feed it every
 /// [`SizeRecord`] and [`VerdictRecord`], then render. It only builds
@@ -858,7 +862,10 @@ impl ResultMetrics {
             ("gid".to_owned(), ctx.local.gid.clone()),
             ("gid_index".to_owned(), gid_index),
             ("link_layer".to_owned(), ctx.local.link_layer.clone()),
-            ("rate".to_owned(), ctx.local.rate.clone().unwrap_or_default()),
+            (
+                "rate".to_owned(),
+                ctx.local.rate.clone().unwrap_or_default(),
+            ),
             ("peer_port".to_owned(), ctx.remote.port.to_string()),
         ]);
         self.exposition.sample(
@@ -929,10 +936,10 @@ impl ResultMetrics {
     fn latency(&mut self, labels: &[(&str, &str)], lat: &LatStats) {
         let seconds = |us: f64| us / 1e6;
         let empty = lat.iterations == 0;
-        let quantiles: Vec<(f64, f64)> = LATENCY_QUANTILES
-            .iter()
-            .map(|&(q, field)| (q, if empty { f64::NAN } else { seconds(field(lat)) }))
-            .collect();
+        let quantiles = latency_quantiles(lat).map(|(q, us)| {
+            let value = if empty { f64::NAN } else { seconds(us) };
+            (q, value)
+        });
         let sum = if empty {
             0.0
         } else {
@@ -1111,7 +1118,13 @@ mod tests {
         let mut e = Exposition::new();
         e.sample("b_total", "B.", MetricType::Counter, &[("k", "1")], 1.0);
         e.sample("a", "A.", MetricType::Gauge, &[], 2.0);
-        e.sample("b_total", "other help", MetricType::Gauge, &[("k", "2")], 3.0);
+        e.sample(
+            "b_total",
+            "other help",
+            MetricType::Gauge,
+            &[("k", "2")],
+            3.0,
+        );
         // The same series again replaces its value in place.
         e.sample("b_total", "B.", MetricType::Counter, &[("k", "1")], 4.0);
         e.sample("u", "", MetricType::Untyped, &[], f64::NAN);
@@ -1167,8 +1180,17 @@ mod tests {
         assert_eq!(sanitize_label_name("a:b"), "a_b");
         assert_eq!(sanitize_label_name("é"), "_");
         let mut e = Exposition::new();
-        e.sample("bad name", "", MetricType::Gauge, &[("1x", "v"), ("1x", "w")], 1.0);
-        assert_eq!(e.render(), "# HELP bad_name\n# TYPE bad_name gauge\nbad_name{_1x=\"v\"} 1\n");
+        e.sample(
+            "bad name",
+            "",
+            MetricType::Gauge,
+            &[("1x", "v"), ("1x", "w")],
+            1.0,
+        );
+        assert_eq!(
+            e.render(),
+            "# HELP bad_name\n# TYPE bad_name gauge\nbad_name{_1x=\"v\"} 1\n"
+        );
     }
 
     /// mlx5_0 of tests/fixtures/sysfs/complete, as the sysfs reader fills
@@ -1288,7 +1310,7 @@ mod tests {
                 netdev: Some("eth0".into()),
                 gids: vec![GidEntry {
                     index: 1,
-                    gid: "::ffff:10.0.2.15".into(),
+                    gid: "0000:0000:0000:0000:0000:ffff:0a00:020f".into(),
                     kind: Some("RoCE v2".into()),
                     netdev: Some("eth0".into()),
                     ipv4: Some("10.0.2.15".into()),
@@ -1322,7 +1344,7 @@ mod tests {
         assert!(text.contains("rdmaperf_port_active_mtu_bytes{device=\"rxe0\",port=\"1\"} 1024\n"));
         assert!(text.contains("rdmaperf_port_max_mtu_bytes{device=\"rxe0\",port=\"1\"} 4096\n"));
         assert!(text.contains(
-            "rdmaperf_port_gid_info{device=\"rxe0\",port=\"1\",index=\"1\",gid=\"::ffff:10.0.2.15\",type=\"RoCE v2\",netdev=\"eth0\",ipv4=\"10.0.2.15\"} 1\n"
+            "rdmaperf_port_gid_info{device=\"rxe0\",port=\"1\",index=\"1\",gid=\"0000:0000:0000:0000:0000:ffff:0a00:020f\",type=\"RoCE v2\",netdev=\"eth0\",ipv4=\"10.0.2.15\"} 1\n"
         ));
     }
 
@@ -1384,21 +1406,32 @@ mod tests {
         });
         let text = m.render();
         let labels = "{test=\"read_bw\",role=\"client\",device=\"rxe0\",port=\"1\",peer_device=\"rxe0\",peer_gid=\"fe80::1\",size_bytes=\"65536\",direction=\"unidirectional\"}";
-        let bytes = value_of(&text, &format!("rdmaperf_bandwidth_bytes_per_second{labels} "));
+        let bytes = value_of(
+            &text,
+            &format!("rdmaperf_bandwidth_bytes_per_second{labels} "),
+        );
         assert!((bytes - 65.536e9).abs() < 1.0, "{bytes}");
-        let bits = value_of(&text, &format!("rdmaperf_bandwidth_bits_per_second{labels} "));
+        let bits = value_of(
+            &text,
+            &format!("rdmaperf_bandwidth_bits_per_second{labels} "),
+        );
         assert!((bits - 524.288e9).abs() < 8.0, "{bits}");
         assert_eq!(bits, bytes * 8.0);
         let rate = value_of(&text, &format!("rdmaperf_messages_per_second{labels} "));
         assert!((rate - 1e6).abs() < 1e-3, "{rate}");
         assert_eq!(
-            value_of(&text, &format!("rdmaperf_measurement_duration_seconds{labels} ")),
+            value_of(
+                &text,
+                &format!("rdmaperf_measurement_duration_seconds{labels} ")
+            ),
             0.001
         );
         assert!(text.contains(
             "rdmaperf_path_mtu_bytes{test=\"read_bw\",role=\"client\",device=\"rxe0\",port=\"1\",peer_device=\"rxe0\",peer_gid=\"fe80::1\"} 1024\n"
         ));
-        assert!(text.contains("gid_index=\"1\",link_layer=\"Ethernet\",rate=\"\",peer_port=\"1\"} 1\n"));
+        assert!(
+            text.contains("gid_index=\"1\",link_layer=\"Ethernet\",rate=\"\",peer_port=\"1\"} 1\n")
+        );
         for name in m.exposition().family_names() {
             assert!(is_valid_metric_name(name), "{name}");
         }
@@ -1466,7 +1499,9 @@ mod tests {
             data_check: None,
         });
         let text = empty.render();
-        assert!(text.contains(&format!("rdmaperf_latency_seconds{{{l},quantile=\"0.5\"}} NaN\n")));
+        assert!(text.contains(&format!(
+            "rdmaperf_latency_seconds{{{l},quantile=\"0.5\"}} NaN\n"
+        )));
         assert!(text.contains(&format!("rdmaperf_latency_seconds_count{{{l}}} 0\n")));
         assert!(!text.contains("rdmaperf_latency_min_seconds"));
     }
