@@ -683,3 +683,40 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
     assert!(success.iter().any(|r| value_of(r) == 1.0), "{why}");
     assert!(bandwidth.iter().any(|r| value_of(r) > 0.0), "{why}");
 }
+
+/// Every metric the Grafana dashboard in docs/ queries is one rdmaperf
+/// writes: the port metrics as `ports --prom` writes them for the complete
+/// fixture tree, the probe's own from a probe answer, the results and
+/// verdicts as engine::prom names them.
+#[test]
+fn the_grafana_dashboard_queries_only_metrics_rdmaperf_writes() {
+    let dashboard: serde_json::Value = serde_json::from_str(include_str!("../docs/grafana/rdmaperf-dashboard.json"))
+        .expect("docs/grafana/rdmaperf-dashboard.json is JSON");
+    let mut exprs = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            exprs.push(target["expr"].as_str().unwrap().to_owned());
+        }
+    }
+    assert!(!exprs.is_empty());
+    let dir = TempDir::new("dash");
+    let prom = dir.path("ports.prom");
+    let out = rdmaperf(&[
+        "ports", "--sysfs-root", &fixture_str("sysfs/complete"), "--check", "--prom", prom.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let ports = std::fs::read_to_string(&prom).unwrap();
+    let engine_names = include_str!("../crates/engine/src/prom.rs");
+    let exporter_names = include_str!("../crates/cli/fabric/exporter.rs");
+    for expr in &exprs {
+        for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if !(word.starts_with("node_infiniband_") || word.starts_with("rdmaperf_")) {
+                continue;
+            }
+            let written = ports.lines().any(|l| l.starts_with(&format!("{word}{{")) || l.starts_with(&format!("{word} ")))
+                || engine_names.contains(&format!("\"{word}\""))
+                || exporter_names.contains(&format!("\"{word}\""));
+            assert!(written, "the dashboard queries {word}, which rdmaperf does not write ({expr})");
+        }
+    }
+}
