@@ -48,7 +48,8 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("rdmaperf-fabric-{tag}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("rdmaperf-fabric-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Self(dir)
@@ -86,8 +87,16 @@ fn help_lists_the_subcommands_and_the_test_binaries() {
     assert!(out.status.success());
     let help = text(&out.stdout);
     for word in [
-        "ports", "doctor", "exporter", "write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat",
-        "read_lat", "send_lat",
+        "ports",
+        "doctor",
+        "exporter",
+        "write_bw",
+        "read_bw",
+        "send_bw",
+        "atomic_bw",
+        "write_lat",
+        "read_lat",
+        "send_lat",
     ] {
         assert!(help.contains(word), "rdmaperf --help lacks {word}:\n{help}");
     }
@@ -111,9 +120,18 @@ fn bad_input_exits_2_and_names_what_was_wrong() {
     let tree = fixture_str("sysfs/complete");
     let no_dev: &[&str] = &["ports", "--sysfs-root", &tree, "-d", "mlx9_9"];
     let no_port: &[&str] = &["ports", "--sysfs-root", &tree, "-i", "7"];
-    for (args, named) in cases.iter().copied().chain([(no_dev, "mlx9_9"), (no_port, "-i")]) {
+    for (args, named) in cases
+        .iter()
+        .copied()
+        .chain([(no_dev, "mlx9_9"), (no_port, "-i")])
+    {
         let out = rdmaperf(args);
-        assert_eq!(out.status.code(), Some(2), "rdmaperf {args:?}: {}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "rdmaperf {args:?}: {}",
+            text(&out.stderr)
+        );
         assert!(
             text(&out.stderr).contains(named),
             "rdmaperf {args:?}: stderr does not name {named}:\n{}",
@@ -152,11 +170,19 @@ fn ports_shows_what_ibstat_and_show_gids_show() {
     let stdout = text(&out.stdout);
     // show_gids' header, its columns as show_gids prints them.
     assert!(
-        stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
-            == ["DEV", "PORT", "INDEX", "GID", "IPv4", "VER", "DEV"]),
+        stdout
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["DEV", "PORT", "INDEX", "GID", "IPv4", "VER", "DEV"]),
         "no show_gids header:\n{stdout}"
     );
-    for want in ["400 Gb/sec (4X NDR)", "200 Gb/sec (2X NDR)", "LinkUp", "ACTIVE", "MT4129"] {
+    for want in [
+        "400 Gb/sec (4X NDR)",
+        "200 Gb/sec (2X NDR)",
+        "LinkUp",
+        "ACTIVE",
+        "MT4129",
+    ] {
         assert!(stdout.contains(want), "no {want:?} in:\n{stdout}");
     }
 }
@@ -220,16 +246,41 @@ fn check_fails_the_port_trained_down_among_its_siblings_and_exits_3() {
     let out = rdmaperf(&["ports", "--sysfs-root", &tree, "--expect-rate", "auto"]);
     assert_eq!(out.status.code(), Some(3));
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("port mlx5_1/1: FAIL rate 200 Gb/sec (2X NDR) below 400 Gb/s"), "{stdout}");
-    assert!(stdout.contains("port mlx5_0/1: PASS ACTIVE LinkUp 400 Gb/sec (4X NDR)"), "{stdout}");
+    assert!(
+        stdout.contains("port mlx5_1/1: FAIL rate 200 Gb/sec (2X NDR) below 400 Gb/s"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("port mlx5_0/1: PASS ACTIVE LinkUp 400 Gb/sec (4X NDR)"),
+        "{stdout}"
+    );
     assert_eq!(stdout.lines().last(), Some("verdict: FAIL 1 of 3 ports"));
     // One NDR port held to 400 Gb/s, and counted.
     let out = rdmaperf(&[
-        "ports", "--sysfs-root", &tree, "-d", "mlx5_0", "--expect-rate", "400", "--expect-ports", "1",
+        "ports",
+        "--sysfs-root",
+        &tree,
+        "-d",
+        "mlx5_0",
+        "--expect-rate",
+        "400",
+        "--expect-ports",
+        "1",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
-    assert_eq!(text(&out.stdout).lines().last(), Some("verdict: PASS 1 port"));
-    let out = rdmaperf(&["ports", "--sysfs-root", &tree, "-d", "mlx5_0", "--expect-ports", "8"]);
+    assert_eq!(
+        text(&out.stdout).lines().last(),
+        Some("verdict: PASS 1 port")
+    );
+    let out = rdmaperf(&[
+        "ports",
+        "--sysfs-root",
+        &tree,
+        "-d",
+        "mlx5_0",
+        "--expect-ports",
+        "8",
+    ]);
     assert_eq!(out.status.code(), Some(3));
     assert!(text(&out.stdout).contains("expected 8 ports, found 1"));
 }
@@ -251,7 +302,13 @@ fn watch_shows_the_deltas_and_check_fails_a_rising_error_counter() {
         .parse()
         .unwrap();
     let child = Command::new(RDMAPERF)
-        .args(["ports", "--sysfs-root", root.to_str().unwrap(), "-d", "mlx5_0"])
+        .args([
+            "ports",
+            "--sysfs-root",
+            root.to_str().unwrap(),
+            "-d",
+            "mlx5_0",
+        ])
         .args(["--watch", "2", "--check", "--json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -261,7 +318,11 @@ fn watch_shows_the_deltas_and_check_fails_a_rising_error_counter() {
     // interval, as a bad cable and traffic would.
     std::thread::sleep(Duration::from_millis(700));
     std::fs::write(counters.join("symbol_error"), format!("{}\n", before + 3)).unwrap();
-    std::fs::write(counters.join("port_xmit_data"), format!("{}\n", data_before + 1000)).unwrap();
+    std::fs::write(
+        counters.join("port_xmit_data"),
+        format!("{}\n", data_before + 1000),
+    )
+    .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     let doc = json(&out);
@@ -270,7 +331,10 @@ fn watch_shows_the_deltas_and_check_fails_a_rising_error_counter() {
     assert_eq!(deltas["counters/port_xmit_data"], 1000);
     let reasons = doc["verdict"]["ports"][0]["reasons"].to_string();
     assert!(
-        reasons.contains(&format!("error counter counters/symbol_error rose {before} -> {}", before + 3)),
+        reasons.contains(&format!(
+            "error counter counters/symbol_error rose {before} -> {}",
+            before + 3
+        )),
         "{reasons}"
     );
 }
@@ -307,7 +371,14 @@ fn doctor_reads_a_socket_fallback_log_as_an_error_and_a_healthy_one_as_none() {
     let env = env.to_str().unwrap().to_owned();
     let run = |log: &str| {
         rdmaperf(&[
-            "doctor", "nccl", "--sysfs-root", &tree, "--env-file", &env, "--log", &fixture_str(log),
+            "doctor",
+            "nccl",
+            "--sysfs-root",
+            &tree,
+            "--env-file",
+            &env,
+            "--log",
+            &fixture_str(log),
             "--json",
         ])
     };
@@ -316,18 +387,29 @@ fn doctor_reads_a_socket_fallback_log_as_an_error_and_a_healthy_one_as_none() {
     let doc = json(&bad);
     let all = doc.to_string();
     assert!(all.contains("Socket"), "{doc:#}");
-    assert!(findings(&doc).iter().any(|f| f["severity"] == "error"), "{doc:#}");
+    assert!(
+        findings(&doc).iter().any(|f| f["severity"] == "error"),
+        "{doc:#}"
+    );
     let good = run("nccl/healthy-ib.log");
     assert_eq!(good.status.code(), Some(0), "{}", text(&good.stdout));
     let doc = json(&good);
-    assert!(!findings(&doc).iter().any(|f| f["severity"] == "error"), "{doc:#}");
+    assert!(
+        !findings(&doc).iter().any(|f| f["severity"] == "error"),
+        "{doc:#}"
+    );
 }
 
 // --- on the device (the soft-RoCE VM) -----------------------------------------------
 
 /// `key: value` fields of `ibv_devinfo -v -d DEV` for port 1, and its GIDs
 /// (index → (address, type)).
-fn ibv_devinfo(dev: &str) -> (Vec<(String, String)>, Vec<(u32, std::net::Ipv6Addr, String)>) {
+fn ibv_devinfo(
+    dev: &str,
+) -> (
+    Vec<(String, String)>,
+    Vec<(u32, std::net::Ipv6Addr, String)>,
+) {
     let out = Command::new("ibv_devinfo")
         .args(["-v", "-d", dev, "-i", "1"])
         .output()
@@ -344,7 +426,9 @@ fn ibv_devinfo(dev: &str) -> (Vec<(String, String)>, Vec<(u32, std::net::Ipv6Add
             let (addr, kind) = rest.split_once(", ").unwrap_or((rest, ""));
             gids.push((
                 index.trim().parse().unwrap(),
-                addr.trim().parse().unwrap_or_else(|e| panic!("GID {addr:?}: {e}")),
+                addr.trim()
+                    .parse()
+                    .unwrap_or_else(|e| panic!("GID {addr:?}: {e}")),
                 kind.trim().to_owned(),
             ));
         } else if let Some((k, v)) = line.split_once(':') {
@@ -383,9 +467,23 @@ fn ports_agrees_with_ibv_devinfo_and_rdma_link() {
             .unwrap_or_else(|| panic!("{v:?}"))
     };
     let first_number = |v: &str| v.split_whitespace().next().unwrap().parse::<u64>().unwrap();
-    assert_eq!(port["state"].as_str().unwrap().split(':').next().unwrap(), number_in_parens(field(&fields, "state")).to_string());
-    assert_eq!(port["phys_state"].as_str().unwrap().split(':').next().unwrap(), number_in_parens(field(&fields, "phys_state")).to_string());
-    assert_eq!(port["active_mtu"], first_number(field(&fields, "active_mtu")));
+    assert_eq!(
+        port["state"].as_str().unwrap().split(':').next().unwrap(),
+        number_in_parens(field(&fields, "state")).to_string()
+    );
+    assert_eq!(
+        port["phys_state"]
+            .as_str()
+            .unwrap()
+            .split(':')
+            .next()
+            .unwrap(),
+        number_in_parens(field(&fields, "phys_state")).to_string()
+    );
+    assert_eq!(
+        port["active_mtu"],
+        first_number(field(&fields, "active_mtu"))
+    );
     assert_eq!(port["max_mtu"], first_number(field(&fields, "max_mtu")));
     assert_eq!(port["link_layer"], field(&fields, "link_layer"));
     let ours: Vec<(u32, std::net::Ipv6Addr, String)> = port["gids"]
@@ -403,22 +501,42 @@ fn ports_agrees_with_ibv_devinfo_and_rdma_link() {
     assert!(!ours.is_empty(), "no GIDs: {doc:#}");
     for (index, addr, kind) in &gids {
         let mine = ours.iter().find(|(i, _, _)| i == index);
-        let (_, my_addr, my_kind) = mine.unwrap_or_else(|| panic!("ibv_devinfo has GID {index}, we do not"));
+        let (_, my_addr, my_kind) =
+            mine.unwrap_or_else(|| panic!("ibv_devinfo has GID {index}, we do not"));
         assert_eq!(my_addr, addr, "GID {index}");
         // ibv_devinfo: "RoCE v2" / "RoCE v1" / "IB"; sysfs: "RoCE v2" / "IB/RoCE v1".
-        assert!(my_kind.ends_with(kind.as_str()) || kind.is_empty(), "GID {index}: {my_kind:?} vs {kind:?}");
+        assert!(
+            my_kind.ends_with(kind.as_str()) || kind.is_empty(),
+            "GID {index}: {my_kind:?} vs {kind:?}"
+        );
     }
-    assert_eq!(ours.len(), gids.len(), "GID count: ours {ours:?}, ibv_devinfo {gids:?}");
+    assert_eq!(
+        ours.len(),
+        gids.len(),
+        "GID count: ours {ours:?}, ibv_devinfo {gids:?}"
+    );
 
     // rdma link: "link rxe0/1 state ACTIVE physical_state LINK_UP netdev veth0"
-    let out = Command::new("rdma").args(["link", "show", &format!("{dev}/1")]).output().expect("run rdma (iproute2)");
+    let out = Command::new("rdma")
+        .args(["link", "show", &format!("{dev}/1")])
+        .output()
+        .expect("run rdma (iproute2)");
     let link = text(&out.stdout);
     let words: Vec<&str> = link.split_whitespace().collect();
     let after = |k: &str| words.iter().position(|w| *w == k).map(|i| words[i + 1]);
-    assert_eq!(after("state"), port["state"].as_str().unwrap().split(": ").nth(1), "{link}");
+    assert_eq!(
+        after("state"),
+        port["state"].as_str().unwrap().split(": ").nth(1),
+        "{link}"
+    );
     assert_eq!(
         after("physical_state").map(|s| s.replace('_', "").to_ascii_lowercase()),
-        port["phys_state"].as_str().unwrap().split(": ").nth(1).map(str::to_ascii_lowercase),
+        port["phys_state"]
+            .as_str()
+            .unwrap()
+            .split(": ")
+            .nth(1)
+            .map(str::to_ascii_lowercase),
         "{link}"
     );
     assert_eq!(after("netdev"), port["netdev"].as_str(), "{link}");
@@ -431,8 +549,20 @@ fn doctor_on_the_issue_block_names_each_wrong_setting_for_this_machine() {
     let dir = TempDir::new("docvm");
     let env = dir.path("issue.env");
     std::fs::write(&env, ISSUE_BLOCK).unwrap();
-    let out = rdmaperf(&["doctor", "nccl", "--env-file", env.to_str().unwrap(), "--json"]);
-    assert_eq!(out.status.code(), Some(3), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let out = rdmaperf(&[
+        "doctor",
+        "nccl",
+        "--env-file",
+        env.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     let doc = json(&out);
     let f = findings(&doc);
     assert!(has(&f, "error", "NCCL_IB_HCA"), "{doc:#}");
@@ -445,13 +575,26 @@ fn doctor_on_the_issue_block_names_each_wrong_setting_for_this_machine() {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    assert!(about("NCCL_IB_HCA").contains(&dev), "the fix names {dev}: {}", about("NCCL_IB_HCA"));
-    assert!(about("NCCL_IB_TC").contains("DSCP 10"), "{}", about("NCCL_IB_TC"));
+    assert!(
+        about("NCCL_IB_HCA").contains(&dev),
+        "the fix names {dev}: {}",
+        about("NCCL_IB_HCA")
+    );
+    assert!(
+        about("NCCL_IB_TC").contains("DSCP 10"),
+        "{}",
+        about("NCCL_IB_TC")
+    );
     // The same in text: one line per finding on stdout.
     let out = rdmaperf(&["doctor", "nccl", "--env-file", env.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(3));
     let stdout = text(&out.stdout);
-    assert!(stdout.lines().any(|l| l.starts_with("error") && l.contains("NCCL_IB_HCA=mlx5")), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("error") && l.contains("NCCL_IB_HCA=mlx5")),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -460,7 +603,10 @@ fn doctor_on_a_block_right_for_this_machine_finds_no_error() {
     let dev = test_device();
     let doc = ports_json(&dev);
     let port = &doc["devices"][0]["ports"][0];
-    let netdev = port["netdev"].as_str().expect("the RoCE port's netdev").to_owned();
+    let netdev = port["netdev"]
+        .as_str()
+        .expect("the RoCE port's netdev")
+        .to_owned();
     // The IPv4 RoCE v2 GID NCCL wants, or (the single-VM harness gives
     // veth0 no IPv4 address) the link-local RoCE v2 one, a warning only.
     let gids = port["gids"].as_array().unwrap();
@@ -480,7 +626,13 @@ fn doctor_on_a_block_right_for_this_machine_finds_no_error() {
     std::fs::write(&env, block).unwrap();
     // From the environment too, as a job would run it.
     for args in [
-        vec!["doctor", "nccl", "--env-file", env.to_str().unwrap(), "--json"],
+        vec![
+            "doctor",
+            "nccl",
+            "--env-file",
+            env.to_str().unwrap(),
+            "--json",
+        ],
         vec!["doctor", "nccl", "--json"],
     ] {
         let mut cmd = Command::new(RDMAPERF);
@@ -491,9 +643,18 @@ fn doctor_on_a_block_right_for_this_machine_finds_no_error() {
                 .env("NCCL_IB_GID_INDEX", gid.to_string());
         }
         let out = cmd.output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{args:?}\n{}\n{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}\n{}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
         let doc = json(&out);
-        assert!(!findings(&doc).iter().any(|f| f["severity"] == "error"), "{doc:#}");
+        assert!(
+            !findings(&doc).iter().any(|f| f["severity"] == "error"),
+            "{doc:#}"
+        );
     }
 }
 
@@ -521,7 +682,9 @@ fn http_get_when_up(port: u16, path: &str, limit: Duration) -> (u16, String) {
     loop {
         match http_get(port, path, Duration::from_secs(60)) {
             Ok(r) => return r,
-            Err(e) if start.elapsed() > limit => panic!("nothing answered on {port} within {limit:?}: {e}"),
+            Err(e) if start.elapsed() > limit => {
+                panic!("nothing answered on {port} within {limit:?}: {e}")
+            }
             Err(_) => std::thread::sleep(Duration::from_millis(200)),
         }
     }
@@ -554,12 +717,30 @@ fn exporter_refuses_probe_urls_beyond_its_limits_and_keeps_serving() {
     let listen = format!("127.0.0.1:{port}");
     let _exporter = Reaper::spawn(
         RDMAPERF,
-        &["exporter", "--listen", &listen, "--sysfs-root", &tree, "--max-size", "65536", "--max-duration", "5"],
+        &[
+            "exporter",
+            "--listen",
+            &listen,
+            "--sysfs-root",
+            &tree,
+            "--max-size",
+            "65536",
+            "--max-duration",
+            "5",
+        ],
     );
     let limit = Duration::from_secs(20);
     let (status, body) = http_get_when_up(port, "/metrics", limit);
     assert_eq!(status, 200);
-    assert_eq!(sample(&body, "node_infiniband_state_id", &[("device", "mlx5_0"), ("port", "1")]), Some(4.0), "{body}");
+    assert_eq!(
+        sample(
+            &body,
+            "node_infiniband_state_id",
+            &[("device", "mlx5_0"), ("port", "1")]
+        ),
+        Some(4.0),
+        "{body}"
+    );
     for (path, named) in [
         ("/probe", "target"),
         ("/probe?target=127.0.0.1:1&size=65537", "size"),
@@ -589,41 +770,82 @@ fn prom_query(port: u16, q: &str) -> Vec<serde_json::Value> {
             enc.push_str(&format!("%{b:02X}"));
         }
     }
-    match http_get(port, &format!("/api/v1/query?query={enc}"), Duration::from_secs(20)) {
+    match http_get(
+        port,
+        &format!("/api/v1/query?query={enc}"),
+        Duration::from_secs(20),
+    ) {
         Ok((200, body)) => {
             let doc: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-            doc["data"]["result"].as_array().cloned().unwrap_or_default()
+            doc["data"]["result"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
         }
         _ => Vec::new(),
     }
 }
 
 fn value_of(result: &serde_json::Value) -> f64 {
-    result["value"][1].as_str().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+    result["value"][1]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 #[test]
 #[ignore = "needs an RDMA device (RDMAPERF_TEST_DEVICE) and Debian's prometheus"]
 fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
     let prometheus = Path::new("/usr/bin/prometheus");
-    assert!(prometheus.exists(), "no /usr/bin/prometheus: run scripts/setup (installs Debian's prometheus)");
+    assert!(
+        prometheus.exists(),
+        "no /usr/bin/prometheus: run scripts/setup (installs Debian's prometheus)"
+    );
     let dev = test_device();
     let (server_port, exporter_port, prom_port) = (free_port(), free_port(), free_port());
     let server_port_s = server_port.to_string();
     let _server = Reaper::spawn(
         env!("CARGO_BIN_EXE_write_bw"),
-        &["-d", &dev, "--bind", "127.0.0.1", "-p", &server_port_s, "--persistent", "-u", "18", "--timeout", "10"],
+        &[
+            "-d",
+            &dev,
+            "--bind",
+            "127.0.0.1",
+            "-p",
+            &server_port_s,
+            "--persistent",
+            "-u",
+            "18",
+            "--timeout",
+            "10",
+        ],
     );
     let listen = format!("127.0.0.1:{exporter_port}");
     let exporter = Reaper::spawn(
         RDMAPERF,
         &[
-            "exporter", "--listen", &listen, "-d", &dev, "--probe-timeout", "25", "--probe-arg=-u", "--probe-arg=18",
+            "exporter",
+            "--listen",
+            &listen,
+            "-d",
+            &dev,
+            "--probe-timeout",
+            "25",
+            "--probe-arg=-u",
+            "--probe-arg=18",
         ],
     );
     let (status, metrics) = http_get_when_up(exporter_port, "/metrics", Duration::from_secs(30));
     assert_eq!(status, 200, "{metrics}");
-    assert!(sample(&metrics, "node_infiniband_state_id", &[("device", &dev), ("port", "1")]).is_some(), "{metrics}");
+    assert!(
+        sample(
+            &metrics,
+            "node_infiniband_state_id",
+            &[("device", &dev), ("port", "1")]
+        )
+        .is_some(),
+        "{metrics}"
+    );
 
     // A dead target: success 0 within the probe bound; the exporter lives on.
     let dead = free_port();
@@ -635,8 +857,16 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
     )
     .unwrap();
     assert_eq!(status, 200, "{body}");
-    assert_eq!(sample(&body, "rdmaperf_probe_success", &[]), Some(0.0), "{body}");
-    assert!(t0.elapsed() < Duration::from_secs(30), "dead-target probe took {:?}", t0.elapsed());
+    assert_eq!(
+        sample(&body, "rdmaperf_probe_success", &[]),
+        Some(0.0),
+        "{body}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "dead-target probe took {:?}",
+        t0.elapsed()
+    );
 
     let dir = TempDir::new("prometheus");
     let config = dir.path("prometheus.yml");
@@ -659,15 +889,25 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
     let listen = format!("--web.listen-address=127.0.0.1:{prom_port}");
     let config_arg = format!("--config.file={}", config.display());
     let storage = format!("--storage.tsdb.path={}", dir.path("data").display());
-    let prom = Reaper::spawn(prometheus.to_str().unwrap(), &[&config_arg, &storage, &listen]);
+    let prom = Reaper::spawn(
+        prometheus.to_str().unwrap(),
+        &[&config_arg, &storage, &listen],
+    );
 
     let deadline = Instant::now() + Duration::from_secs(240);
     let (mut state, mut success, mut bandwidth) = (Vec::new(), Vec::new(), Vec::new());
     while Instant::now() < deadline {
-        state = prom_query(prom_port, &format!("node_infiniband_state_id{{device=\"{dev}\",port=\"1\"}}"));
+        state = prom_query(
+            prom_port,
+            &format!("node_infiniband_state_id{{device=\"{dev}\",port=\"1\"}}"),
+        );
         success = prom_query(prom_port, "rdmaperf_probe_success{job=\"rdma_probe\"}");
-        bandwidth = prom_query(prom_port, "rdmaperf_bandwidth_bytes_per_second{job=\"rdma_probe\"}");
-        if !state.is_empty() && success.iter().any(|r| value_of(r) == 1.0) && !bandwidth.is_empty() {
+        bandwidth = prom_query(
+            prom_port,
+            "rdmaperf_bandwidth_bytes_per_second{job=\"rdma_probe\"}",
+        );
+        if !state.is_empty() && success.iter().any(|r| value_of(r) == 1.0) && !bandwidth.is_empty()
+        {
             break;
         }
         std::thread::sleep(Duration::from_secs(2));
@@ -677,7 +917,12 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
     drop(exporter);
     let why = format!(
         "state {state:?}\nprobe success {success:?}\nbandwidth {bandwidth:?}\nprometheus stderr tail:\n{}",
-        text(&prom_out.stderr).lines().rev().take(20).collect::<Vec<_>>().join("\n")
+        text(&prom_out.stderr)
+            .lines()
+            .rev()
+            .take(20)
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert_eq!(state.first().map(value_of), Some(4.0), "{why}");
     assert!(success.iter().any(|r| value_of(r) == 1.0), "{why}");
@@ -690,8 +935,9 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
 /// verdicts as engine::prom names them.
 #[test]
 fn the_grafana_dashboard_queries_only_metrics_rdmaperf_writes() {
-    let dashboard: serde_json::Value = serde_json::from_str(include_str!("../docs/grafana/rdmaperf-dashboard.json"))
-        .expect("docs/grafana/rdmaperf-dashboard.json is JSON");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(include_str!("../docs/grafana/rdmaperf-dashboard.json"))
+            .expect("docs/grafana/rdmaperf-dashboard.json is JSON");
     let mut exprs = Vec::new();
     for panel in dashboard["panels"].as_array().unwrap() {
         for target in panel["targets"].as_array().unwrap() {
@@ -702,7 +948,12 @@ fn the_grafana_dashboard_queries_only_metrics_rdmaperf_writes() {
     let dir = TempDir::new("dash");
     let prom = dir.path("ports.prom");
     let out = rdmaperf(&[
-        "ports", "--sysfs-root", &fixture_str("sysfs/complete"), "--check", "--prom", prom.to_str().unwrap(),
+        "ports",
+        "--sysfs-root",
+        &fixture_str("sysfs/complete"),
+        "--check",
+        "--prom",
+        prom.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     let ports = std::fs::read_to_string(&prom).unwrap();
@@ -713,10 +964,15 @@ fn the_grafana_dashboard_queries_only_metrics_rdmaperf_writes() {
             if !(word.starts_with("node_infiniband_") || word.starts_with("rdmaperf_")) {
                 continue;
             }
-            let written = ports.lines().any(|l| l.starts_with(&format!("{word}{{")) || l.starts_with(&format!("{word} ")))
+            let written = ports
+                .lines()
+                .any(|l| l.starts_with(&format!("{word}{{")) || l.starts_with(&format!("{word} ")))
                 || engine_names.contains(&format!("\"{word}\""))
                 || exporter_names.contains(&format!("\"{word}\""));
-            assert!(written, "the dashboard queries {word}, which rdmaperf does not write ({expr})");
+            assert!(
+                written,
+                "the dashboard queries {word}, which rdmaperf does not write ({expr})"
+            );
         }
     }
 }

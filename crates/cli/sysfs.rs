@@ -186,7 +186,11 @@ pub fn read_device(dev_dir: &Path, name: &str) -> engine::ports::DeviceState {
         .filter(|n| n.contains(':'));
     let single_netdev = {
         let nets = names_in(&device_link.join("net"));
-        if nets.len() == 1 { nets.into_iter().next() } else { None }
+        if nets.len() == 1 {
+            nets.into_iter().next()
+        } else {
+            None
+        }
     };
     let mut ports = Vec::new();
     for p in names_in(&dev_dir.join("ports")) {
@@ -284,7 +288,9 @@ pub fn add_mtus(devices: &mut [engine::ports::DeviceState]) -> Vec<String> {
                     port.active_mtu = Some(attr.active_mtu.bytes());
                     port.max_mtu = Some(attr.max_mtu.bytes());
                 }
-                Err(e) => problems.push(format!("{} port {}: MTU unknown: {e}", dev.name, port.port)),
+                Err(e) => {
+                    problems.push(format!("{} port {}: MTU unknown: {e}", dev.name, port.port))
+                }
             }
         }
     }

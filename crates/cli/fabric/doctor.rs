@@ -1,6 +1,182 @@
-//! stub
-/// stub
+//! `rdmaperf doctor nccl`: a job's NCCL variables checked against this
+//! machine (`engine::nccl` judges; this reads the machine, the files and
+//! picks the exit code).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use engine::nccl;
+
+use crate::UsageError;
+
+/// `rdmaperf doctor nccl` flags.
 #[derive(Debug, Clone, clap::Args)]
-pub struct NcclArgs {}
-/// stub
-pub fn run(_: &NcclArgs) -> anyhow::Result<u8> { Ok(0) }
+pub struct NcclArgs {
+    /// Read the variables from FILE (lines `export NAME=value` or `NAME=value`, as pasted into job scripts) instead of the environment.
+    #[arg(long = "env-file", value_name = "FILE")]
+    pub env_file: Option<PathBuf>,
+    /// Also read an NCCL log (NCCL_DEBUG=INFO) and report the transport each rank chose and every warning.
+    #[arg(long = "log", value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of the lines.
+    #[arg(long = "json")]
+    pub json: bool,
+    /// Where sysfs is.
+    #[command(flatten)]
+    pub sysfs: super::SysfsArgs,
+}
+
+/// The largest `--env-file` or `--log` read (a log of a large job can be
+/// big; beyond this the tail is not read and a note says so).
+const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Reads a file named by a flag, bounded; unreadable → exit 2 naming it.
+fn read_flag_file(flag: &str, path: &Path) -> anyhow::Result<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)
+        .map_err(|e| UsageError(format!("{flag}: cannot read {}: {e}", path.display())))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|e| UsageError(format!("{flag}: cannot read {}: {e}", path.display())))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// This machine's network interfaces: `<sysfs>/class/net/<if>/operstate`,
+/// and, on the live system, their addresses.
+pub fn read_interfaces(sysfs: &super::SysfsArgs) -> Vec<nccl::NetInterface> {
+    let mut addresses: BTreeMap<String, Vec<std::net::IpAddr>> = BTreeMap::new();
+    if sysfs.is_live()
+        && let Ok(addrs) = nix::ifaddrs::getifaddrs()
+    {
+        for a in addrs {
+            let Some(addr) = a.address else { continue };
+            let ip = if let Some(v4) = addr.as_sockaddr_in() {
+                std::net::IpAddr::V4(v4.ip())
+            } else if let Some(v6) = addr.as_sockaddr_in6() {
+                std::net::IpAddr::V6(v6.ip())
+            } else {
+                continue;
+            };
+            addresses.entry(a.interface_name).or_default().push(ip);
+        }
+    }
+    let dir = sysfs.sysfs_root.join("class/net");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .map(|e| {
+            e.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let oper = std::fs::read_to_string(dir.join(&name).join("operstate"))
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_default();
+            let flags = std::fs::read_to_string(dir.join(&name).join("flags"))
+                .ok()
+                .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok());
+            // IFF_UP (0x1): administratively up; "unknown" operstate is
+            // what lo and many virtual devices report while working.
+            let up = oper == "up" || (oper == "unknown" && flags.is_some_and(|f| f & 1 == 1));
+            nccl::NetInterface {
+                addresses: addresses.remove(&name).unwrap_or_default(),
+                name,
+                up,
+            }
+        })
+        .collect()
+}
+
+/// GPUs bound to the nvidia driver and a loaded peer-memory module, as
+/// sysfs shows them.
+pub fn read_gpus(sysfs: &super::SysfsArgs) -> nccl::GpuState {
+    let root = &sysfs.sysfs_root;
+    let count = std::fs::read_dir(root.join("bus/pci/drivers/nvidia"))
+        .map(|e| {
+            e.flatten()
+                .filter(|e| e.file_name().to_string_lossy().contains(':'))
+                .count()
+        })
+        .unwrap_or(0);
+    let peer_mem = ["nvidia_peermem", "nv_peer_mem"]
+        .iter()
+        .find(|m| root.join("module").join(m).exists())
+        .map(|m| (*m).to_owned());
+    nccl::GpuState {
+        gpus: count as u32,
+        peer_memory_module: peer_mem,
+    }
+}
+
+/// Runs `rdmaperf doctor nccl`; exit 3 when any finding is an error.
+///
+/// # Errors
+/// Usage errors (exit 2): an unreadable `--env-file`/`--log`, a line of
+/// the env file that is not a variable.
+pub fn run(args: &NcclArgs) -> anyhow::Result<u8> {
+    // Every input first: bad input stops before anything is printed.
+    let (env, source) = match &args.env_file {
+        Some(path) => {
+            let text = read_flag_file("--env-file", path)?;
+            let env = nccl::EnvBlock::parse(&text)
+                .map_err(|e| UsageError(format!("--env-file {}: {e}", path.display())))?;
+            (env, format!("--env-file {}", path.display()))
+        }
+        None => (
+            nccl::EnvBlock::from_vars(std::env::vars()),
+            "the environment".to_owned(),
+        ),
+    };
+    let log_text = match &args.log {
+        Some(path) => Some(read_flag_file("--log", path)?),
+        None => None,
+    };
+    let devices = match crate::sysfs::read_devices(&args.sysfs.sysfs_root, None) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("rdmaperf: warning: {e}; checking against a machine without RDMA devices");
+            Vec::new()
+        }
+    };
+    let machine = nccl::Machine {
+        devices,
+        interfaces: read_interfaces(&args.sysfs),
+        gpus: read_gpus(&args.sysfs),
+    };
+    let mut findings = nccl::check(&env, &machine);
+    let log = log_text.as_deref().map(nccl::read_log);
+    if let Some(l) = &log {
+        findings.extend(l.findings());
+    }
+    let failed = nccl::has_errors(&findings);
+    let mut out = std::io::BufWriter::new(crate::output::Stdout);
+    if args.json {
+        let report = nccl::Report::new(findings, log);
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        eprintln!(
+            "rdmaperf doctor nccl: the NCCL variables of {source}, checked against this machine"
+        );
+        for f in &findings {
+            writeln!(out, "{}", f.line())?;
+        }
+        let s = nccl::Summary::of(&findings);
+        writeln!(
+            out,
+            "doctor nccl: {} error(s), {} warning(s), {} note(s)",
+            s.errors, s.warnings, s.notes
+        )?;
+    }
+    out.flush()?;
+    Ok(if failed {
+        engine::report::EXIT_VERDICT_FAIL
+    } else {
+        0
+    })
+}

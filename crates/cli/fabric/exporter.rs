@@ -33,7 +33,13 @@ use crate::UsageError;
 
 /// The tests a probe may run.
 pub const PROBE_TESTS: [&str; 7] = [
-    "write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat",
+    "write_bw",
+    "read_bw",
+    "send_bw",
+    "atomic_bw",
+    "write_lat",
+    "read_lat",
+    "send_lat",
 ];
 
 /// The Content-Type of the text exposition format.
@@ -115,12 +121,24 @@ pub fn run(args: &ExporterArgs) -> anyhow::Result<u8> {
         listener.local_addr()?
     );
     for stream in listener.incoming() {
-        let Ok(mut stream) = stream else {
-            continue;
+        let mut stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of file descriptors and the like: do not spin.
+                eprintln!("rdmaperf exporter: accept: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
         };
         if exporter.connections.fetch_add(1, Ordering::SeqCst) >= args.max_connections {
             exporter.connections.fetch_sub(1, Ordering::SeqCst);
-            let _ = http::respond(&mut stream, 503, "text/plain", "too many connections\n", false);
+            let _ = http::respond(
+                &mut stream,
+                503,
+                "text/plain",
+                "too many connections\n",
+                false,
+            );
             continue;
         }
         let exporter = Arc::clone(&exporter);
@@ -142,7 +160,13 @@ impl Exporter {
         let request = match http::read_request(&mut stream) {
             Ok(r) => r,
             Err(RequestError::TooLarge) => {
-                let _ = http::respond(&mut stream, 431, "text/plain", "request head too large\n", false);
+                let _ = http::respond(
+                    &mut stream,
+                    431,
+                    "text/plain",
+                    "request head too large\n",
+                    false,
+                );
                 return;
             }
             Err(RequestError::Malformed(m)) => {
@@ -267,9 +291,7 @@ impl Exporter {
                 }
             }
         };
-        let err_text = stderr
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default();
+        let err_text = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
         let results = std::fs::read_to_string(&prom).ok();
         let _ = std::fs::remove_file(&prom);
         match status {
@@ -281,7 +303,8 @@ impl Exporter {
             Some(s) => ProbeOutcome::failed(&format!(
                 "{} exited {}: {}",
                 plan.test,
-                s.code().map_or_else(|| "by a signal".to_owned(), |c| c.to_string()),
+                s.code()
+                    .map_or_else(|| "by a signal".to_owned(), |c| c.to_string()),
                 last_line(&err_text)
             )),
             None => ProbeOutcome::failed(&format!(
@@ -294,7 +317,11 @@ impl Exporter {
 
 /// The last non-empty line of a text.
 fn last_line(text: &str) -> &str {
-    text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim()
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
 }
 
 /// A probe, as its URL asked for it (validated against the limits).
@@ -331,7 +358,13 @@ impl ProbePlan {
                 PROBE_TESTS.join(", ")
             ));
         }
-        let default_size = if test.ends_with("_lat") { 2 } else if test == "atomic_bw" { 8 } else { 65536 };
+        let default_size = if test.ends_with("_lat") {
+            2
+        } else if test == "atomic_bw" {
+            8
+        } else {
+            65536
+        };
         let size = match request.param("size") {
             None => default_size,
             Some(s) => crate::args::size_arg(s).map_err(|e| format!("size={s:?}: {e}"))?,
@@ -424,8 +457,7 @@ fn split_target(target: &str) -> Result<(String, Option<u16>), String> {
     }
     let valid_host = |h: &str| {
         !h.is_empty()
-            && h
-                .chars()
+            && h.chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
             && !h.starts_with('-')
     };
@@ -440,7 +472,9 @@ fn split_target(target: &str) -> Result<(String, Option<u16>), String> {
         }
         // A bare IPv6 address.
         _ if target.parse::<std::net::Ipv6Addr>().is_ok() => Ok((target.to_owned(), None)),
-        _ => Err(format!("target={target:?}: not HOST, HOST:PORT or [IPV6]:PORT")),
+        _ => Err(format!(
+            "target={target:?}: not HOST, HOST:PORT or [IPV6]:PORT"
+        )),
     }
 }
 
@@ -554,4 +588,98 @@ fn probe_exposition(plan: &ProbePlan, outcome: &ProbeOutcome, took: Duration) ->
         text.push_str(results);
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: ExporterArgs,
+    }
+
+    fn args(extra: &[&str]) -> ExporterArgs {
+        let mut v = vec!["x", "--listen", "127.0.0.1:1"];
+        v.extend_from_slice(extra);
+        Wrap::parse_from(v).args
+    }
+
+    fn request(query: &str) -> Request {
+        http::parse_request_line(&format!("GET /probe?{query} HTTP/1.1")).unwrap()
+    }
+
+    #[test]
+    fn targets_are_host_host_port_or_bracketed_ipv6() {
+        assert_eq!(split_target("node1"), Ok(("node1".into(), None)));
+        assert_eq!(
+            split_target("10.0.0.2:18515"),
+            Ok(("10.0.0.2".into(), Some(18515)))
+        );
+        assert_eq!(split_target("[fe80::1]:7"), Ok(("fe80::1".into(), Some(7))));
+        assert_eq!(split_target("fe80::1"), Ok(("fe80::1".into(), None)));
+        for bad in [
+            "", "-d", "a:0", "a:70000", "a b", "[fe80::1", "[::1]x", "a;rm",
+        ] {
+            assert!(split_target(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_probe_runs_the_named_test_as_a_bounded_client_with_its_prom_file() {
+        let a = args(&["-d", "mlx5_0", "--probe-arg=-x", "--probe-arg", "3"]);
+        let plan = ProbePlan::from_request(
+            &request("target=node1:18600&test=read_lat&size=64&duration=3"),
+            &a,
+        )
+        .unwrap();
+        assert_eq!(plan.test, "read_lat");
+        assert_eq!(
+            plan.client_args(&a, Path::new("/tmp/p.prom")),
+            [
+                "-D",
+                "3",
+                "-s",
+                "64",
+                "--timeout",
+                "10",
+                "--prom",
+                "/tmp/p.prom",
+                "-d",
+                "mlx5_0",
+                "-p",
+                "18600",
+                "-x",
+                "3",
+                "node1"
+            ]
+        );
+        // Defaults: write_bw, 64 KiB, 2 s; the latency tests 2 B.
+        let plan = ProbePlan::from_request(&request("target=n"), &a).unwrap();
+        assert_eq!(
+            (plan.test.as_str(), plan.size, plan.duration),
+            ("write_bw", 65536, 2)
+        );
+        let plan = ProbePlan::from_request(&request("target=n&test=send_lat"), &a).unwrap();
+        assert_eq!(plan.size, 2);
+    }
+
+    #[test]
+    fn no_url_asks_for_more_than_the_limits() {
+        let a = args(&["--max-size", "4096", "--max-duration", "3"]);
+        for (query, named) in [
+            ("target=n&size=4097", "size"),
+            ("target=n&size=0", "size"),
+            ("target=n&size=1G", "size"),
+            ("target=n&duration=4", "duration"),
+            ("target=n&duration=-1", "duration"),
+            ("target=n&test=ib_write_bw", "test"),
+            ("test=write_bw", "target"),
+        ] {
+            let err = ProbePlan::from_request(&request(query), &a).unwrap_err();
+            assert!(err.contains(named), "{query}: {err}");
+        }
+    }
 }

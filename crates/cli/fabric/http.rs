@@ -65,13 +65,19 @@ pub fn read_request(stream: &mut TcpStream) -> Result<Request, RequestError> {
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "request head not complete").into());
+            return Err(
+                io::Error::new(io::ErrorKind::TimedOut, "request head not complete").into(),
+            );
         }
         stream.set_read_timeout(Some(left))?;
         let want = (MAX_HEAD_BYTES - head.len()).min(buf.len());
         let n = stream.read(&mut buf[..want])?;
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "closed before the request ended").into());
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "closed before the request ended",
+            )
+            .into());
         }
         head.extend_from_slice(&buf[..n]);
     }

@@ -80,7 +80,9 @@ pub fn read(
             d.ports.retain(|x| x.port == p);
         }
         if devices.iter().all(|d| d.ports.is_empty()) {
-            return Err(UsageError(format!("-i/--ib-port: no port {p} on the devices read")).into());
+            return Err(
+                UsageError(format!("-i/--ib-port: no port {p} on the devices read")).into(),
+            );
         }
     }
     if sysfs.is_live() {

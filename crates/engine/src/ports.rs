@@ -97,12 +97,18 @@ pub fn split_id_name(raw: &str) -> Option<(u32, &str)> {
 impl PortState {
     /// The logical state's id (`4` of `4: ACTIVE`).
     pub fn state_id(&self) -> Option<u32> {
-        self.state.as_deref().and_then(split_id_name).map(|(i, _)| i)
+        self.state
+            .as_deref()
+            .and_then(split_id_name)
+            .map(|(i, _)| i)
     }
 
     /// The logical state's name (`ACTIVE`).
     pub fn state_name(&self) -> Option<&str> {
-        self.state.as_deref().and_then(split_id_name).map(|(_, n)| n)
+        self.state
+            .as_deref()
+            .and_then(split_id_name)
+            .map(|(_, n)| n)
     }
 
     /// The physical state's id (`5` of `5: LinkUp`).
@@ -144,7 +150,10 @@ impl PortState {
     /// them), keyed `counters/<name>` and `hw_counters/<name>`.
     pub fn error_counters(&self) -> crate::link::CounterSnapshot {
         let mut counters = BTreeMap::new();
-        for (sub, map) in [("counters", &self.counters), ("hw_counters", &self.hw_counters)] {
+        for (sub, map) in [
+            ("counters", &self.counters),
+            ("hw_counters", &self.hw_counters),
+        ] {
             for (name, value) in map {
                 if crate::link::is_error_counter(sub, name) {
                     counters.insert(format!("{sub}/{name}"), *value);
@@ -231,7 +240,10 @@ impl PortsVerdict {
         let mut line = if self.pass {
             format!("verdict: PASS {n} port{}", if n == 1 { "" } else { "s" })
         } else {
-            format!("verdict: FAIL {failed} of {n} port{}", if n == 1 { "" } else { "s" })
+            format!(
+                "verdict: FAIL {failed} of {n} port{}",
+                if n == 1 { "" } else { "s" }
+            )
         };
         if let Some(r) = &self.count_reason {
             line.push_str("; ");
@@ -398,11 +410,30 @@ pub fn write_text(
     out: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
     let mut devs = Columns::new(&[
-        "DEVICE", "NODE TYPE", "HCA TYPE", "BOARD ID", "FW", "NODE GUID", "NUMA", "PCI",
+        "DEVICE",
+        "NODE TYPE",
+        "HCA TYPE",
+        "BOARD ID",
+        "FW",
+        "NODE GUID",
+        "NUMA",
+        "PCI",
     ]);
     let mut ports = Columns::new(&[
-        "DEVICE", "PORT", "STATE", "PHYS STATE", "RATE", "GB/S", "WIDTH", "SPEED", "LINK LAYER",
-        "MTU", "MAX MTU", "LID", "SM LID", "NETDEV",
+        "DEVICE",
+        "PORT",
+        "STATE",
+        "PHYS STATE",
+        "RATE",
+        "GB/S",
+        "WIDTH",
+        "SPEED",
+        "LINK LAYER",
+        "MTU",
+        "MAX MTU",
+        "LID",
+        "SM LID",
+        "NETDEV",
     ]);
     let mut gids = Columns::new(&["DEV", "PORT", "INDEX", "GID", "IPv4", "VER", "DEV"]);
     for d in devices {
@@ -514,7 +545,11 @@ impl CounterDeltas {
                 let Some(bp) = b.ports.iter().find(|p| p.port == ap.port) else {
                     continue;
                 };
-                let per_port = deltas.entry(a.name.clone()).or_default().entry(ap.port).or_default();
+                let per_port = deltas
+                    .entry(a.name.clone())
+                    .or_default()
+                    .entry(ap.port)
+                    .or_default();
                 for (sub, am, bm) in [
                     ("counters", &ap.counters, &bp.counters),
                     ("hw_counters", &ap.hw_counters, &bp.hw_counters),
@@ -597,7 +632,10 @@ mod tests {
                 "mlx5_1",
                 vec![port("4: ACTIVE", "5: LinkUp", "200 Gb/sec (2X NDR)")],
             ),
-            device("mlx5_2", vec![port("1: DOWN", "3: Disabled", "400 Gb/sec (4X NDR)")]),
+            device(
+                "mlx5_2",
+                vec![port("1: DOWN", "3: Disabled", "400 Gb/sec (4X NDR)")],
+            ),
         ];
         let v = check_ports(&devices, &PortExpectation::default(), &BTreeMap::new());
         assert!(!v.pass);
@@ -606,7 +644,10 @@ mod tests {
         assert!(v.ports[1].reasons[0].contains("rate 200 Gb/sec (2X NDR) below 400 Gb/s"));
         assert_eq!(
             v.ports[2].reasons,
-            ["state DOWN, not ACTIVE", "physical state Disabled, not LinkUp"]
+            [
+                "state DOWN, not ACTIVE",
+                "physical state Disabled, not LinkUp"
+            ]
         );
         assert_eq!(v.line(), "verdict: FAIL 2 of 3 ports");
     }
