@@ -402,14 +402,12 @@ fn doctor_reads_a_socket_fallback_log_as_an_error_and_a_healthy_one_as_none() {
 
 // --- on the device (the soft-RoCE VM) -----------------------------------------------
 
+/// A GID as ibv_devinfo prints it: index, address, type.
+type DevinfoGid = (u32, std::net::Ipv6Addr, String);
+
 /// `key: value` fields of `ibv_devinfo -v -d DEV` for port 1, and its GIDs
 /// (index → (address, type)).
-fn ibv_devinfo(
-    dev: &str,
-) -> (
-    Vec<(String, String)>,
-    Vec<(u32, std::net::Ipv6Addr, String)>,
-) {
+fn ibv_devinfo(dev: &str) -> (Vec<(String, String)>, Vec<DevinfoGid>) {
     let out = Command::new("ibv_devinfo")
         .args(["-v", "-d", dev, "-i", "1"])
         .output()
@@ -486,7 +484,7 @@ fn ports_agrees_with_ibv_devinfo_and_rdma_link() {
     );
     assert_eq!(port["max_mtu"], first_number(field(&fields, "max_mtu")));
     assert_eq!(port["link_layer"], field(&fields, "link_layer"));
-    let ours: Vec<(u32, std::net::Ipv6Addr, String)> = port["gids"]
+    let ours: Vec<DevinfoGid> = port["gids"]
         .as_array()
         .unwrap()
         .iter()
