@@ -366,7 +366,7 @@ impl ProbePlan {
             65536
         };
         let size = match request.param("size") {
-            None => default_size,
+            None => default_size.min(args.max_size),
             Some(s) => crate::args::size_arg(s).map_err(|e| format!("size={s:?}: {e}"))?,
         };
         if size == 0 || size > args.max_size {
