@@ -309,8 +309,16 @@ fn every_node_exporter_infiniband_series_is_reproduced() {
         tree.display()
     );
     let theirs = node_infiniband(&theirs);
-    // 3 info + 3 ports × (3 gauges + 21 counters).
-    assert_eq!(theirs.len(), 75, "{theirs:#?}");
+    // 3 info + 3 ports × (3 gauges + 21 counters) + mlx5_0's 8 legacy
+    // counters (counters_ext/).
+    assert_eq!(theirs.len(), 83, "{theirs:#?}");
+    assert_eq!(
+        theirs
+            .keys()
+            .filter(|(name, _)| name.starts_with("node_infiniband_legacy_"))
+            .count(),
+        8
+    );
 
     let ours_text = our_exposition(&tree, &dir);
     assert!(ours_text.ends_with('\n'), "{ours_text}");

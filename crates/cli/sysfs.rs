@@ -217,6 +217,7 @@ pub fn read_device(dev_dir: &Path, name: &str) -> engine::ports::DeviceState {
             gids,
             counters: counters_in(&dir.join("counters")),
             hw_counters: counters_in(&dir.join("hw_counters")),
+            counters_ext: counters_in(&dir.join("counters_ext")),
         });
     }
     engine::ports::DeviceState {

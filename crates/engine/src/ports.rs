@@ -68,6 +68,11 @@ pub struct PortState {
     pub counters: BTreeMap<String, u64>,
     /// `hw_counters/<name>` values (driver counters, raw).
     pub hw_counters: BTreeMap<String, u64>,
+    /// `counters_ext/<name>` values: the 64-bit PMA counters some
+    /// out-of-tree drivers put beside `counters/` (raw; `*_data_64` in
+    /// 4-byte words). Absent on in-tree drivers.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters_ext: BTreeMap<String, u64>,
 }
 
 /// One valid GID table entry (`gids/<i>`, `gid_attrs/types/<i>`,
@@ -495,7 +500,11 @@ pub fn write_text(
         };
         for d in devices {
             for p in &d.ports {
-                for (sub, map) in [("counters", &p.counters), ("hw_counters", &p.hw_counters)] {
+                for (sub, map) in [
+                    ("counters", &p.counters),
+                    ("counters_ext", &p.counters_ext),
+                    ("hw_counters", &p.hw_counters),
+                ] {
                     for (name, value) in map {
                         let key = format!("{sub}/{name}");
                         let mut row = vec![d.name.clone(), p.port.to_string(), key.clone()];
@@ -552,6 +561,7 @@ impl CounterDeltas {
                     .or_default();
                 for (sub, am, bm) in [
                     ("counters", &ap.counters, &bp.counters),
+                    ("counters_ext", &ap.counters_ext, &bp.counters_ext),
                     ("hw_counters", &ap.hw_counters, &bp.hw_counters),
                 ] {
                     for (name, after_value) in am {

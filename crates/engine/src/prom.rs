@@ -35,11 +35,11 @@
 //!   that is absent, unreadable or `N/A (no PMA)` gives no series.
 //! - No `hw_counters/` at all: the mlx5 ones (`node_infiniband_
 //!   local_ack_timeout_errors_total`, …) came in node_exporter 1.11.
-//! - The eight `legacy_*` counters it reads from `counters_ext/` are
-//!   not emitted here: [`PortState`] does not carry that directory. The
-//!   kernel's own `core/sysfs.c` names every PMA table `counters` (the
-//!   64-bit one too); `counters_ext/` comes from out-of-tree
-//!   (MLNX_OFED-era) drivers.
+//! - The eight `legacy_*` counters it reads from `counters_ext/` (table
+//!   [`NODE_EXPORTER_LEGACY_COUNTERS`]; `*_data_64` × 4). The kernel's
+//!   own `core/sysfs.c` names every PMA table `counters` (the 64-bit one
+//!   too); `counters_ext/` comes from out-of-tree (MLNX_OFED-era)
+//!   drivers.
 //! - node_exporter 1.5 emits nothing at all when any device lacks
 //!   `board_id`, `fw_ver`, a port's `state`, `phys_state`, `rate` or its
 //!   `counters/` directory (rxe has no `counters/`), or when a known
@@ -607,6 +607,54 @@ fn node_exporter_device(e: &mut Exposition, dev: &DeviceState) {
     );
 }
 
+/// The 8 `counters_ext/` files node_exporter 1.5.0 turns into
+/// `node_infiniband_legacy_*` counters (procfs 0.8 `parseInfiniBandCounters`,
+/// "Parse legacy counters"; node_exporter `collector/infiniband_linux.go`).
+pub const NODE_EXPORTER_LEGACY_COUNTERS: [NodeExporterCounter; 8] = [
+    counter(
+        "port_multicast_rcv_packets",
+        "legacy_multicast_packets_received_total",
+        "Multicast packets received (counters_ext/port_multicast_rcv_packets).",
+    ),
+    counter(
+        "port_multicast_xmit_packets",
+        "legacy_multicast_packets_transmitted_total",
+        "Multicast packets transmitted (counters_ext/port_multicast_xmit_packets).",
+    ),
+    NodeExporterCounter {
+        file: "port_rcv_data_64",
+        metric: "legacy_data_received_bytes_total",
+        help: "Data octets received on all links (counters_ext/port_rcv_data_64, 4-byte words, times 4).",
+        scale: 4.0,
+    },
+    counter(
+        "port_rcv_packets_64",
+        "legacy_packets_received_total",
+        "Data packets received on all links (counters_ext/port_rcv_packets_64).",
+    ),
+    counter(
+        "port_unicast_rcv_packets",
+        "legacy_unicast_packets_received_total",
+        "Unicast packets received (counters_ext/port_unicast_rcv_packets).",
+    ),
+    counter(
+        "port_unicast_xmit_packets",
+        "legacy_unicast_packets_transmitted_total",
+        "Unicast packets transmitted (counters_ext/port_unicast_xmit_packets).",
+    ),
+    NodeExporterCounter {
+        file: "port_xmit_data_64",
+        metric: "legacy_data_transmitted_bytes_total",
+        help: "Data octets transmitted on all links (counters_ext/port_xmit_data_64, 4-byte words, times 4).",
+        scale: 4.0,
+    },
+    counter(
+        "port_xmit_packets_64",
+        "legacy_packets_transmitted_total",
+        "Data packets transmitted on all links (counters_ext/port_xmit_packets_64).",
+    ),
+];
+
 fn node_exporter_port(e: &mut Exposition, device: &str, port: &PortState) {
     let number = port.port.to_string();
     let labels = [("device", device), ("port", number.as_str())];
@@ -637,15 +685,21 @@ fn node_exporter_port(e: &mut Exposition, device: &str, port: &PortState) {
             rate,
         );
     }
-    for c in &NODE_EXPORTER_COUNTERS {
-        if let Some(&raw) = port.counters.get(c.file) {
-            e.sample(
-                &format!("node_infiniband_{}", c.metric),
-                c.help,
-                MetricType::Counter,
-                &labels,
-                raw as f64 * c.scale,
-            );
+    let tables = [
+        (&NODE_EXPORTER_COUNTERS[..], &port.counters),
+        (&NODE_EXPORTER_LEGACY_COUNTERS[..], &port.counters_ext),
+    ];
+    for (table, values) in tables {
+        for c in table {
+            if let Some(&raw) = values.get(c.file) {
+                e.sample(
+                    &format!("node_infiniband_{}", c.metric),
+                    c.help,
+                    MetricType::Counter,
+                    &labels,
+                    raw as f64 * c.scale,
+                );
+            }
         }
     }
 }
