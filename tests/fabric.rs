@@ -513,6 +513,27 @@ fn ports_agrees_with_ibv_devinfo_and_rdma_link() {
         gids.len(),
         "GID count: ours {ours:?}, ibv_devinfo {gids:?}"
     );
+    assert_eq!(doc["devices"][0]["node_guid"], field(&fields, "node_guid"));
+
+    // ibv_devices: "    rxe0            	002413fffec5518f"
+    let out = Command::new("ibv_devices")
+        .output()
+        .expect("run ibv_devices (ibverbs-utils)");
+    let listed = text(&out.stdout);
+    let guid = listed
+        .lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some(dev.as_str())).then(|| w.next().unwrap_or_default().to_owned())
+        })
+        .unwrap_or_else(|| panic!("ibv_devices does not list {dev}:\n{listed}"));
+    assert_eq!(
+        doc["devices"][0]["node_guid"]
+            .as_str()
+            .unwrap()
+            .replace(':', ""),
+        guid
+    );
 
     // rdma link: "link rxe0/1 state ACTIVE physical_state LINK_UP netdev veth0"
     let out = Command::new("rdma")
@@ -973,4 +994,85 @@ fn the_grafana_dashboard_queries_only_metrics_rdmaperf_writes() {
             );
         }
     }
+}
+
+/// The test binaries' `--prom FILE`: a latency run's percentiles arrive as
+/// a Prometheus summary in seconds, equal to the same run's JSON figures;
+/// the verdict and this side's port are there too.
+#[test]
+#[ignore = "needs an RDMA device (RDMAPERF_TEST_DEVICE)"]
+fn a_latency_test_writes_its_percentiles_as_a_prometheus_summary() {
+    let dev = test_device();
+    let dir = TempDir::new("latprom");
+    let prom = dir.path("write_lat.prom");
+    let json = dir.path("write_lat.jsonl");
+    let (prom_s, json_s) = (prom.to_str().unwrap(), json.to_str().unwrap());
+    let (s, c) = support::peers::pair(
+        env!("CARGO_BIN_EXE_write_lat"),
+        &[
+            "-n",
+            "400",
+            "--prom",
+            prom_s,
+            "--json",
+            json_s,
+            "--max-latency",
+            "1000000",
+        ],
+        &[],
+    );
+    support::assert_ok(&c, "client");
+    support::assert_ok(&s, "server");
+    let jsonl = std::fs::read_to_string(&json).unwrap();
+    let first: serde_json::Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
+    let r = &first["result"];
+    let text = std::fs::read_to_string(&prom).unwrap();
+    for (q, key) in [
+        ("0.5", "p50_us"),
+        ("0.9", "p90_us"),
+        ("0.99", "p99_us"),
+        ("0.999", "p99_9_us"),
+    ] {
+        let got = sample(
+            &text,
+            "rdmaperf_latency_seconds",
+            &[("quantile", q), ("size_bytes", "2"), ("test", "write_lat")],
+        )
+        .unwrap_or_else(|| panic!("no quantile {q} in:\n{text}"));
+        let want = r[key].as_f64().unwrap() / 1e6;
+        assert!(
+            (got - want).abs() <= want * 1e-9,
+            "quantile {q}: {got} s, JSON {key} {want} s"
+        );
+    }
+    assert_eq!(
+        sample(
+            &text,
+            "rdmaperf_latency_seconds_count",
+            &[("size_bytes", "2")]
+        ),
+        r["iterations"].as_f64(),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "rdmaperf_verdict_pass", &[("check", "latency")]),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "node_infiniband_state_id",
+            &[("device", &dev), ("port", "1")]
+        ),
+        Some(4.0),
+        "{text}"
+    );
+    // Written atomically: no temporary file is left beside it.
+    let leftovers: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
