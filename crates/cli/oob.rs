@@ -169,6 +169,26 @@ impl Bound {
             bound,
         }
     }
+
+    /// The set-up bound of `qps` queue pairs: `timeout` plus
+    /// [`engine::config::setup_budget`]'s allowance per QP.
+    pub fn setup_of(qps: usize, timeout: Duration) -> Self {
+        Self::setup(engine::config::setup_budget(
+            u32::try_from(qps).unwrap_or(u32::MAX),
+            timeout,
+        ))
+    }
+
+    /// The bound on the answer to barrier `phase`: the first comes once
+    /// the peer has connected its QPs too ([`Bound::setup_of`]), the
+    /// others within `--timeout` ([`Bound::Message`]).
+    pub fn barrier(phase: u32, qps: usize, timeout: Duration) -> Self {
+        if phase == 0 {
+            Self::setup_of(qps, timeout)
+        } else {
+            Self::Message
+        }
+    }
 }
 
 /// A connected channel with a bound on every read and write.

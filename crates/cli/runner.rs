@@ -428,14 +428,7 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
             m.prepare(&side, size)?;
             // The first barrier's answer comes once the server has
             // connected its QPs too (heartbeats meanwhile).
-            let barrier_bound = if phase == 0 {
-                Bound::setup(engine::config::setup_budget(
-                    side.qps.len() as u32,
-                    cli.conn.timeout,
-                ))
-            } else {
-                Bound::Message
-            };
+            let barrier_bound = Bound::barrier(phase, side.qps.len(), cli.conn.timeout);
             client_barrier(&mut ch, phase, barrier_bound)?;
             let bound = phase_bound(&m, size, cli.conn.timeout);
             stop::pause_point("measure");
@@ -625,14 +618,7 @@ fn serve<M: Measure>(
             endless,
             // The first barrier comes once the client has connected its
             // QPs.
-            if phase == 0 {
-                Bound::setup(engine::config::setup_budget(
-                    side.qps.len() as u32,
-                    cli.conn.timeout,
-                ))
-            } else {
-                Bound::Message
-            },
+            Bound::barrier(phase, side.qps.len(), cli.conn.timeout),
         )? {
             stop::check()?;
             at.in_progress = Some(size);

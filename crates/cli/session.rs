@@ -34,10 +34,7 @@ pub fn client_hello(
     // The server creates as many QPs as we offer before it answers
     // (connecting them while we connect ours), sending heartbeats
     // meanwhile.
-    let bound = crate::oob::Bound::setup(engine::config::setup_budget(
-        u32::try_from(qps.len()).unwrap_or(u32::MAX),
-        ch.timeout(),
-    ));
+    let bound = crate::oob::Bound::setup_of(qps.len(), ch.timeout());
     ch.send(&Message::Hello {
         test: test.into(),
         config,
