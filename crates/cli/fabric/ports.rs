@@ -26,7 +26,7 @@ pub struct PortsArgs {
     /// Print one JSON document on stdout instead of the tables.
     #[arg(long = "json")]
     pub json: bool,
-    /// Also list every counter (counters/, hw_counters/), raw.
+    /// Also list every counter (counters/, counters_ext/, hw_counters/), raw.
     #[arg(long = "counters")]
     pub counters: bool,
     /// Read the counters twice, this many seconds apart, and show their change (implies --counters); with --check, an error counter that rises fails its port.
