@@ -7,8 +7,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use engine::link::{ExpectRate, rises};
-use engine::ports::{CounterDeltas, DeviceState, PortExpectation, PortsVerdict, check_ports};
+use engine::link::ExpectRate;
+use engine::ports::{
+    CounterDeltas, DeviceState, PortExpectation, PortsVerdict, check_ports, error_rises,
+};
 use serde::Serialize;
 
 use crate::UsageError;
@@ -115,34 +117,20 @@ pub fn run(args: &PortsArgs) -> anyhow::Result<u8> {
     if let Some(path) = &args.prom {
         crate::check_writable("--prom", path)?;
     }
-    let before = read(&args.sysfs, args.device.as_deref(), args.port)?;
-    let (devices, deltas) = match args.watch {
-        Some(seconds) => {
-            eprintln!("rdmaperf: reading the counters again in {seconds} s");
-            std::thread::sleep(Duration::from_secs_f64(seconds));
-            let after = read(&args.sysfs, args.device.as_deref(), args.port)?;
-            let deltas = CounterDeltas::between(&before, &after, seconds);
-            (after, Some(deltas))
-        }
-        None => (before.clone(), None),
-    };
+    let mut devices = read(&args.sysfs, args.device.as_deref(), args.port)?;
+    // With --watch: a second reading, the change between the two, and the
+    // error counters that rose; the second reading is the one shown.
+    let mut deltas = None;
+    let mut port_rises = BTreeMap::new();
+    if let Some(seconds) = args.watch {
+        eprintln!("rdmaperf: reading the counters again in {seconds} s");
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        let after = read(&args.sysfs, args.device.as_deref(), args.port)?;
+        deltas = Some(CounterDeltas::between(&devices, &after, seconds));
+        port_rises = error_rises(&devices, &after);
+        devices = after;
+    }
     let verdict = check.then(|| {
-        let mut port_rises = BTreeMap::new();
-        if args.watch.is_some() {
-            for a in &devices {
-                let Some(b) = before.iter().find(|b| b.name == a.name) else {
-                    continue;
-                };
-                for ap in &a.ports {
-                    if let Some(bp) = b.ports.iter().find(|p| p.port == ap.port) {
-                        port_rises.insert(
-                            (a.name.clone(), ap.port),
-                            rises(&bp.error_counters(), &ap.error_counters()),
-                        );
-                    }
-                }
-            }
-        }
         let expect = PortExpectation {
             rate: args.expect_rate.unwrap_or_default(),
             ports: args.expect_ports,

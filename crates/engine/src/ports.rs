@@ -151,14 +151,21 @@ impl PortState {
         rate_detail(self.rate.as_deref()?).map(|(_, s)| s)
     }
 
+    /// Its counter directories, each with the name of its directory:
+    /// `counters`, `counters_ext`, `hw_counters`.
+    pub fn counter_groups(&self) -> [(&'static str, &BTreeMap<String, u64>); 3] {
+        [
+            ("counters", &self.counters),
+            ("counters_ext", &self.counters_ext),
+            ("hw_counters", &self.hw_counters),
+        ]
+    }
+
     /// Its error counters (as [`crate::link::is_error_counter`] tells
     /// them), keyed `counters/<name>` and `hw_counters/<name>`.
     pub fn error_counters(&self) -> crate::link::CounterSnapshot {
         let mut counters = BTreeMap::new();
-        for (sub, map) in [
-            ("counters", &self.counters),
-            ("hw_counters", &self.hw_counters),
-        ] {
+        for (sub, map) in self.counter_groups() {
             for (name, value) in map {
                 if crate::link::is_error_counter(sub, name) {
                     counters.insert(format!("{sub}/{name}"), *value);
@@ -494,17 +501,14 @@ pub fn write_text(
                 "PORT",
                 "COUNTER",
                 "VALUE",
-                &format!("DELTA/{}s", num(d.seconds)),
+                // f64's Display prints 2.0 as `2`.
+                &format!("DELTA/{}s", d.seconds),
             ]),
             None => Columns::new(&["DEVICE", "PORT", "COUNTER", "VALUE"]),
         };
         for d in devices {
             for p in &d.ports {
-                for (sub, map) in [
-                    ("counters", &p.counters),
-                    ("counters_ext", &p.counters_ext),
-                    ("hw_counters", &p.hw_counters),
-                ] {
+                for (sub, map) in p.counter_groups() {
                     for (name, value) in map {
                         let key = format!("{sub}/{name}");
                         let mut row = vec![d.name.clone(), p.port.to_string(), key.clone()];
@@ -523,15 +527,6 @@ pub fn write_text(
     Ok(())
 }
 
-/// A number without a needless `.0`.
-fn num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.0}")
-    } else {
-        format!("{v}")
-    }
-}
-
 /// The change of every counter over a `--watch` interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct CounterDeltas {
@@ -546,31 +541,19 @@ impl CounterDeltas {
     /// The change of every counter present in both readings.
     pub fn between(before: &[DeviceState], after: &[DeviceState], seconds: f64) -> Self {
         let mut deltas: BTreeMap<String, BTreeMap<u8, BTreeMap<String, i128>>> = BTreeMap::new();
-        for a in after {
-            let Some(b) = before.iter().find(|b| b.name == a.name) else {
-                continue;
-            };
-            for ap in &a.ports {
-                let Some(bp) = b.ports.iter().find(|p| p.port == ap.port) else {
-                    continue;
-                };
-                let per_port = deltas
-                    .entry(a.name.clone())
-                    .or_default()
-                    .entry(ap.port)
-                    .or_default();
-                for (sub, am, bm) in [
-                    ("counters", &ap.counters, &bp.counters),
-                    ("counters_ext", &ap.counters_ext, &bp.counters_ext),
-                    ("hw_counters", &ap.hw_counters, &bp.hw_counters),
-                ] {
-                    for (name, after_value) in am {
-                        if let Some(before_value) = bm.get(name) {
-                            per_port.insert(
-                                format!("{sub}/{name}"),
-                                i128::from(*after_value) - i128::from(*before_value),
-                            );
-                        }
+        for (device, bp, ap) in same_ports(before, after) {
+            let per_port = deltas
+                .entry(device.to_owned())
+                .or_default()
+                .entry(ap.port)
+                .or_default();
+            for ((sub, am), (_, bm)) in ap.counter_groups().into_iter().zip(bp.counter_groups()) {
+                for (name, after_value) in am {
+                    if let Some(before_value) = bm.get(name) {
+                        per_port.insert(
+                            format!("{sub}/{name}"),
+                            i128::from(*after_value) - i128::from(*before_value),
+                        );
                     }
                 }
             }
@@ -582,6 +565,37 @@ impl CounterDeltas {
     pub fn get(&self, device: &str, port: u8, key: &str) -> Option<i128> {
         self.deltas.get(device)?.get(&port)?.get(key).copied()
     }
+}
+
+/// Every port read in both `before` and `after` (matched by device name
+/// and port number): `(device, its port before, its port after)`.
+fn same_ports<'a>(
+    before: &'a [DeviceState],
+    after: &'a [DeviceState],
+) -> impl Iterator<Item = (&'a str, &'a PortState, &'a PortState)> {
+    after.iter().flat_map(move |a| {
+        let b = before.iter().find(|b| b.name == a.name);
+        a.ports.iter().filter_map(move |ap| {
+            let bp = b?.ports.iter().find(|p| p.port == ap.port)?;
+            Some((a.name.as_str(), bp, ap))
+        })
+    })
+}
+
+/// The error counters that rose between two readings, per `(device,
+/// port)` read in both — what [`check_ports`] fails a port for.
+pub fn error_rises(
+    before: &[DeviceState],
+    after: &[DeviceState],
+) -> BTreeMap<(String, u8), Vec<crate::link::CounterRise>> {
+    same_ports(before, after)
+        .map(|(device, bp, ap)| {
+            (
+                (device.to_owned(), ap.port),
+                crate::link::rises(&bp.error_counters(), &ap.error_counters()),
+            )
+        })
+        .collect()
 }
 
 /// `("4X", "NDR")` of `400 Gb/sec (4X NDR)`.
