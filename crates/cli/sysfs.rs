@@ -1,7 +1,9 @@
-//! The sysfs reads behind the link verdict: a port's negotiated `rate` and
-//! its error counters, under a sysfs root (normally `/sys`; tests pass a
-//! fixture tree). The engine's `link` module classifies and judges what is
-//! read here; it reads nothing itself.
+//! The sysfs reads, under a sysfs root (normally `/sys`; tests pass a
+//! fixture tree): a port's negotiated `rate` and its error counters
+//! behind the link verdict, and the whole inventory of devices, ports,
+//! GIDs and counters behind `rdmaperf` ([`read_devices`]). The engine's
+//! `link` and `ports` modules classify and judge what is read here; they
+//! read nothing themselves.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -40,29 +42,6 @@ pub fn read_rate(sysfs_root: &Path, device: &str, port: u8) -> Result<LinkRate, 
     })
 }
 
-/// Adds the error counters found in `<port dir>/<sub>` to `into`, keyed
-/// `<sub>/<name>`. A missing directory or an unreadable counter is skipped.
-fn collect(dir: &Path, sub: &str, into: &mut BTreeMap<String, u64>) {
-    let Ok(entries) = fs::read_dir(dir.join(sub)) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let Some(name) = file_name.to_str() else {
-            continue;
-        };
-        if !is_error_counter(sub, name) {
-            continue;
-        }
-        let Ok(text) = fs::read_to_string(entry.path()) else {
-            continue;
-        };
-        if let Some(value) = parse_counter(&text) {
-            into.insert(format!("{sub}/{name}"), value);
-        }
-    }
-}
-
 /// Reads every error counter of the port. Counters that are absent,
 /// unreadable (permissions, `EINVAL`) or not numbers (`N/A (no PMA)` on
 /// old kernels) are left out; a port without counters yields an empty
@@ -70,8 +49,12 @@ fn collect(dir: &Path, sub: &str, into: &mut BTreeMap<String, u64>) {
 pub fn snapshot_error_counters(sysfs_root: &Path, device: &str, port: u8) -> CounterSnapshot {
     let dir = port_dir(sysfs_root, device, port);
     let mut counters = BTreeMap::new();
-    collect(&dir, "counters", &mut counters);
-    collect(&dir, "hw_counters", &mut counters);
+    for sub in ["counters", "hw_counters"] {
+        // Only the error counters' files are read.
+        for (name, value) in counters_in(&dir.join(sub), |name| is_error_counter(sub, name)) {
+            counters.insert(format!("{sub}/{name}"), value);
+        }
+    }
     CounterSnapshot { counters }
 }
 
@@ -106,9 +89,9 @@ fn attr(path: &Path) -> Option<String> {
     (!text.is_empty()).then(|| text.to_owned())
 }
 
-/// Every integer counter file in `dir` (`N/A (no PMA)` and unreadable
-/// files are left out), by file name.
-fn counters_in(dir: &Path) -> BTreeMap<String, u64> {
+/// Every integer counter file in `dir` whose name `wanted` keeps
+/// (`N/A (no PMA)` and unreadable files are left out), by file name.
+fn counters_in(dir: &Path, wanted: impl Fn(&str) -> bool) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     let Ok(entries) = fs::read_dir(dir) else {
         return out;
@@ -117,6 +100,9 @@ fn counters_in(dir: &Path) -> BTreeMap<String, u64> {
         let Ok(name) = entry.file_name().into_string() else {
             continue;
         };
+        if !wanted(&name) {
+            continue;
+        }
         if let Some(value) = fs::read_to_string(entry.path())
             .ok()
             .and_then(|t| parse_counter(&t))
@@ -215,9 +201,9 @@ pub fn read_device(dev_dir: &Path, name: &str) -> engine::ports::DeviceState {
             max_mtu: None,
             netdev,
             gids,
-            counters: counters_in(&dir.join("counters")),
-            hw_counters: counters_in(&dir.join("hw_counters")),
-            counters_ext: counters_in(&dir.join("counters_ext")),
+            counters: counters_in(&dir.join("counters"), |_| true),
+            hw_counters: counters_in(&dir.join("hw_counters"), |_| true),
+            counters_ext: counters_in(&dir.join("counters_ext"), |_| true),
         });
     }
     engine::ports::DeviceState {
