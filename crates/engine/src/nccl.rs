@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 
 use serde::Serialize;
 
@@ -667,33 +667,23 @@ fn active_ports(machine: &Machine) -> Vec<Sel<'_>> {
         .collect()
 }
 
-fn gid_addr(g: &GidEntry) -> Option<Ipv6Addr> {
-    g.gid.parse().ok()
+fn gid_bytes(g: &GidEntry) -> Option<[u8; 16]> {
+    crate::gid::parse_sysfs_gid(&g.gid)
 }
 
 /// A GID entry that is really there (not all zeros).
 fn gid_valid(g: &GidEntry) -> bool {
-    gid_addr(g).is_some_and(|a| !a.is_unspecified())
+    gid_bytes(g).is_some_and(|b| b != [0; 16])
 }
 
 fn gid_ipv4(g: &GidEntry) -> Option<String> {
     g.ipv4
         .clone()
-        .or_else(|| gid_addr(g)?.to_ipv4_mapped().map(|a| a.to_string()))
+        .or_else(|| crate::gid::ipv4_of(&gid_bytes(g)?).map(|a| a.to_string()))
 }
 
 fn gid_link_local(g: &GidEntry) -> bool {
-    gid_addr(g).is_some_and(|a| a.segments()[0] & 0xffc0 == 0xfe80)
-}
-
-/// `1` for `IB/RoCE v1`, `2` for `RoCE v2` (what NCCL's
-/// `ncclIbRoceGetVersionNum` reads from `gid_attrs/types`).
-fn roce_version(g: &GidEntry) -> Option<i64> {
-    match g.kind.as_deref()? {
-        k if k.contains("v2") => Some(2),
-        k if k.contains("v1") => Some(1),
-        _ => None,
-    }
+    gid_bytes(g).is_some_and(|b| crate::gid::is_link_local(&b))
 }
 
 fn gid_at(port: &PortState, index: i64) -> Option<&GidEntry> {
@@ -710,7 +700,7 @@ fn gid_at(port: &PortState, index: i64) -> Option<&GidEntry> {
 /// `NCCL_IB_ADDR_RANGE` subnet filter is not applied here.)
 fn auto_gid_index(port: &PortState, want_v4: bool, want_version: i64) -> u32 {
     let fam_v4 = |g: Option<&GidEntry>| g.is_some_and(|g| gid_ipv4(g).is_some());
-    let version = |g: Option<&GidEntry>| g.and_then(roce_version);
+    let version = |g: Option<&GidEntry>| g.and_then(GidEntry::roce_version).map(i64::from);
     let max = port.gids.iter().map(|g| g.index).max().unwrap_or(0);
     let mut cur = 0u32;
     for cand in 1..=max {
@@ -1354,7 +1344,7 @@ fn check_gid_index(
                      be connected with it"
                 ));
             }
-            Some(g) if roce_version(g) == Some(1) => {
+            Some(g) if g.roce_version() == Some(1) => {
                 worst = worst.max(Severity::Warning);
                 parts.push(format!(
                     "GID {index} on {at} is {}: RoCE v1 (not IP-routable); NCCL wants RoCE v2",
@@ -1398,7 +1388,7 @@ fn gid_fix(eth: &[Sel<'_>]) -> Option<String> {
                 .all(|(_, p)| gid_at(p, i64::from(*i)).is_some_and(pred))
         })
     };
-    let v2 = |g: &GidEntry| roce_version(g) == Some(2);
+    let v2 = |g: &GidEntry| g.roce_version() == Some(2);
     if let Some(i) = common(&|g| v2(g) && gid_ipv4(g).is_some()) {
         return Some(format!(
             "{VAR}={i} (RoCE v2 with an IPv4 address; or unset it on NCCL ≥ 2.21, which picks \

@@ -398,12 +398,26 @@ fn or_dash(v: Option<impl ToString>) -> String {
     v.map_or_else(|| "-".to_owned(), |v| v.to_string())
 }
 
-/// show_gids' `VER` column: `v1` for `IB/RoCE v1`, `v2` for `RoCE v2`.
-pub fn gid_version(kind: Option<&str>) -> &'static str {
-    match kind {
-        Some(k) if k.ends_with("v2") => "v2",
-        Some(k) if k.ends_with("v1") => "v1",
-        _ => "-",
+impl GidEntry {
+    /// The RoCE version its type names: 1 for `IB/RoCE v1`, 2 for `RoCE
+    /// v2` (what NCCL's `ncclIbRoceGetVersionNum` reads from
+    /// `gid_attrs/types`); `None` when the type is unknown.
+    pub fn roce_version(&self) -> Option<u8> {
+        match self.kind.as_deref()? {
+            k if k.contains("v2") => Some(2),
+            k if k.contains("v1") => Some(1),
+            _ => None,
+        }
+    }
+
+    /// show_gids' `VER` column: `v1`, `v2`, or `-` when the type is
+    /// unknown.
+    pub fn version_column(&self) -> &'static str {
+        match self.roce_version() {
+            Some(2) => "v2",
+            Some(1) => "v1",
+            _ => "-",
+        }
     }
 }
 
@@ -483,7 +497,7 @@ pub fn write_text(
                     g.index.to_string(),
                     g.gid.clone(),
                     g.ipv4.clone().unwrap_or_default(),
-                    gid_version(g.kind.as_deref()).to_owned(),
+                    g.version_column().to_owned(),
                     g.netdev.clone().unwrap_or_default(),
                 ]);
             }
