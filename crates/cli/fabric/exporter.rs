@@ -224,7 +224,7 @@ impl Exporter {
             let Ok(mut probing) = self.probing.lock() else {
                 return ProbeOutcome::failed("exporter state poisoned");
             };
-            if !probing.insert(plan.target_key()) {
+            if !probing.insert(plan.target_label()) {
                 return ProbeOutcome::failed("a probe of this target is already running");
             }
         }
@@ -235,7 +235,7 @@ impl Exporter {
         };
         self.probes.fetch_sub(1, Ordering::SeqCst);
         if let Ok(mut probing) = self.probing.lock() {
-            probing.remove(&plan.target_key());
+            probing.remove(&plan.target_label());
         }
         outcome
     }
@@ -278,13 +278,11 @@ impl Exporter {
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break Some(status),
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break None;
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
                 }
-                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-                Err(_) => {
+                // Past the bound, or the child cannot be waited for.
+                _ => {
                     let _ = child.kill();
                     let _ = child.wait();
                     break None;
@@ -396,12 +394,8 @@ impl ProbePlan {
         })
     }
 
-    /// What "one probe at a time per target" keys on.
-    fn target_key(&self) -> String {
-        format!("{}:{}", self.host, self.port.map_or(0, |p| p))
-    }
-
-    /// The `target` label: as given.
+    /// The `target` label, and what "one probe at a time per target"
+    /// keys on: as given.
     fn target_label(&self) -> String {
         match self.port {
             Some(p) if self.host.contains(':') => format!("[{}]:{p}", self.host),
