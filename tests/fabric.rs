@@ -6,13 +6,12 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use support::{Reaper, free_port, test_device, text};
+use support::exposition::sample;
+use support::{Reaper, TempDir, copy_dir, free_port, http_get, test_device, text};
 
 const RDMAPERF: &str = env!("CARGO_BIN_EXE_rdmaperf");
 
@@ -41,42 +40,6 @@ fn json(out: &Output) -> serde_json::Value {
             text(&out.stderr)
         )
     })
-}
-
-/// A temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("rdmaperf-fabric-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 // --- the command line -------------------------------------------------------
@@ -677,24 +640,6 @@ fn doctor_on_a_block_right_for_this_machine_finds_no_error() {
     }
 }
 
-/// GET `path` from 127.0.0.1:`port`: (status, body), bounded by `limit`.
-fn http_get(port: u16, path: &str, limit: Duration) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(limit))?;
-    s.set_write_timeout(Some(limit))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let raw = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    Ok((status, body.to_owned()))
-}
-
 /// Retries [`http_get`] until the server answers (at most `limit`).
 fn http_get_when_up(port: u16, path: &str, limit: Duration) -> (u16, String) {
     let start = Instant::now();
@@ -707,26 +652,6 @@ fn http_get_when_up(port: u16, path: &str, limit: Duration) -> (u16, String) {
             Err(_) => std::thread::sleep(Duration::from_millis(200)),
         }
     }
-}
-
-/// The value of the sample `name{labels}` (all `labels` present) in an
-/// exposition text.
-fn sample(exposition: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    exposition.lines().find_map(|l| {
-        if l.starts_with('#') {
-            return None;
-        }
-        let (series, value) = l.rsplit_once(' ')?;
-        let (n, rest) = series.split_once('{').unwrap_or((series, ""));
-        if n != name {
-            return None;
-        }
-        labels
-            .iter()
-            .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")))
-            .then(|| value.parse().ok())
-            .flatten()
-    })
 }
 
 #[test]

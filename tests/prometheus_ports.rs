@@ -7,15 +7,18 @@
 //! Needs `/usr/bin/prometheus-node-exporter` (scripts/setup installs it),
 //! no RDMA device. node_exporter listens on a free loopback port only.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod support;
+
+use std::collections::BTreeMap;
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use support::exposition::{SeriesKey, parse_exposition};
+use support::{TempDir, free_port, http_get};
 
 const NODE_EXPORTER: &str = "/usr/bin/prometheus-node-exporter";
 
@@ -23,29 +26,6 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/sysfs")
         .join(name)
-}
-
-/// A temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "rdmaperf-prom-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
 }
 
 /// A running node_exporter, killed (and reaped) on drop.
@@ -74,7 +54,7 @@ impl NodeExporter {
         );
         let mut failures = Vec::new();
         for attempt in 0..5 {
-            let addr = free_loopback_addr();
+            let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
             let log = dir.0.join(format!("node_exporter-{attempt}.log"));
             let child = Command::new(NODE_EXPORTER)
                 .arg(format!("--path.sysfs={}", sysfs.display()))
@@ -114,40 +94,16 @@ impl NodeExporter {
 
     /// `GET /metrics` over HTTP/1.0: the body.
     fn scrape(&self) -> String {
-        let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))
-            .unwrap_or_else(|e| panic!("connect {}: {e}", self.addr));
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        stream
-            .set_write_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
-        stream
-            .write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-            .unwrap();
-        let mut response = Vec::new();
-        stream
-            .read_to_end(&mut response)
-            .unwrap_or_else(|e| panic!("reading /metrics from {}: {e}", self.addr));
-        let response = String::from_utf8(response).expect("/metrics is UTF-8");
-        let (head, body) = response
-            .split_once("\r\n\r\n")
-            .unwrap_or_else(|| panic!("no HTTP header end in {response:?}"));
-        let status = head.lines().next().unwrap_or("");
+        let (status, body) = http_get(self.addr.port(), "/metrics", Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("GET /metrics from {}: {e}", self.addr));
         assert_eq!(
-            status.split_whitespace().nth(1),
-            Some("200"),
-            "node_exporter answered {status:?}; log:\n{}",
+            status,
+            200,
+            "node_exporter answered {status}; log:\n{}",
             self.log_text()
         );
-        body.to_owned()
+        body
     }
-}
-
-/// A loopback address whose port was free a moment ago.
-fn free_loopback_addr() -> SocketAddr {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    listener.local_addr().unwrap()
 }
 
 /// Runs `rdmaperf ports --sysfs-root <tree> --prom <file>`; the file.
@@ -170,98 +126,6 @@ fn our_exposition(tree: &Path, dir: &TempDir) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     fs::read_to_string(&prom).unwrap_or_else(|e| panic!("reading {}: {e}", prom.display()))
-}
-
-/// A series: metric name and labels.
-type SeriesKey = (String, BTreeMap<String, String>);
-
-/// The samples of a text exposition (format 0.0.4), by series. Checks
-/// what a Prometheus parser would reject: a sample before its family's
-/// `# TYPE`, a family declared twice or split, a series given twice.
-fn parse_exposition(text: &str) -> BTreeMap<SeriesKey, f64> {
-    let mut out = BTreeMap::new();
-    let mut declared = BTreeSet::new();
-    let mut current: Option<(String, String)> = None; // (name, type)
-    for (n, line) in text.lines().enumerate() {
-        let at = || format!("line {}: {line:?}", n + 1);
-        if line.is_empty() {
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let (name, kind) = rest.split_once(' ').unwrap_or_else(|| panic!("{}", at()));
-            assert!(declared.insert(name.to_owned()), "TYPE twice: {}", at());
-            current = Some((name.to_owned(), kind.to_owned()));
-            continue;
-        }
-        if line.starts_with('#') {
-            continue;
-        }
-        let (name, labels, rest) = parse_sample(line).unwrap_or_else(|| panic!("{}", at()));
-        if let Some((family, kind)) = &current {
-            let base = match kind.as_str() {
-                "summary" | "histogram" => name
-                    .strip_suffix("_sum")
-                    .or_else(|| name.strip_suffix("_count"))
-                    .or_else(|| name.strip_suffix("_bucket"))
-                    .filter(|b| b == family)
-                    .unwrap_or(&name),
-                _ => &name,
-            };
-            assert_eq!(base, family, "sample outside its family: {}", at());
-        }
-        let value_text = rest.split_whitespace().next().unwrap_or("");
-        let value = match value_text {
-            "NaN" => f64::NAN,
-            "+Inf" => f64::INFINITY,
-            "-Inf" => f64::NEG_INFINITY,
-            v => v.parse().unwrap_or_else(|_| panic!("bad value: {}", at())),
-        };
-        assert!(
-            out.insert((name, labels), value).is_none(),
-            "series twice: {}",
-            at()
-        );
-    }
-    out
-}
-
-/// `name{k="v",...} rest` → (name, labels, rest).
-fn parse_sample(line: &str) -> Option<(String, BTreeMap<String, String>, &str)> {
-    let name_end = line.find(['{', ' '])?;
-    let name = line[..name_end].to_owned();
-    let mut labels = BTreeMap::new();
-    let mut rest = &line[name_end..];
-    if let Some(inner) = rest.strip_prefix('{') {
-        let mut chars = inner.char_indices();
-        let mut key = String::new();
-        let end = loop {
-            let (i, c) = chars.next()?;
-            match c {
-                '}' => break i,
-                ',' | ' ' => {}
-                '=' => {
-                    if chars.next()?.1 != '"' {
-                        return None;
-                    }
-                    let mut value = String::new();
-                    loop {
-                        match chars.next()?.1 {
-                            '"' => break,
-                            '\\' => match chars.next()?.1 {
-                                'n' => value.push('\n'),
-                                other => value.push(other),
-                            },
-                            other => value.push(other),
-                        }
-                    }
-                    labels.insert(std::mem::take(&mut key), value);
-                }
-                c => key.push(c),
-            }
-        };
-        rest = &inner[end + 1..];
-    }
-    Some((name, labels, rest.trim_start()))
 }
 
 fn series(name: &str, labels: &[(&str, &str)]) -> SeriesKey {
@@ -299,7 +163,7 @@ fn show(key: &SeriesKey) -> String {
 #[test]
 fn every_node_exporter_infiniband_series_is_reproduced() {
     let tree = fixture("complete");
-    let dir = TempDir::new();
+    let dir = TempDir::new("prom");
     let theirs_text = NodeExporter::start(&tree, &dir).scrape();
     let theirs = parse_exposition(&theirs_text);
     assert_eq!(
@@ -400,7 +264,7 @@ fn every_node_exporter_infiniband_series_is_reproduced() {
 #[test]
 fn a_port_without_counters_is_reported_where_node_exporter_fails() {
     let tree = fixture("rxe");
-    let dir = TempDir::new();
+    let dir = TempDir::new("prom");
     let theirs_text = NodeExporter::start(&tree, &dir).scrape();
     let theirs = parse_exposition(&theirs_text);
     assert_eq!(

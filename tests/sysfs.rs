@@ -4,7 +4,10 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+
+mod support;
+
+use support::TempDir;
 
 use engine::link::{CounterRise, ExpectRate, LinkError, VerdictInput, evaluate, rises};
 use rdmaperf::sysfs::{port_dir, read_rate, snapshot_error_counters};
@@ -13,53 +16,6 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/sysfs")
         .join(name)
-}
-
-/// A temporary directory, removed on drop.
-struct TempTree(PathBuf);
-
-impl TempTree {
-    fn new() -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "rdmaperf-link-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-
-    /// A fresh copy of a fixture tree.
-    fn copy_of(name: &str) -> Self {
-        let t = Self::new();
-        copy_dir(&fixture(name), &t.0);
-        t
-    }
-
-    fn root(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempTree {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// Writes `value` and a newline into a counter file below the port.
@@ -198,7 +154,7 @@ fn hdr_trained_down_to_2x_fails_against_expect_rate_200() {
 
 #[test]
 fn rising_symbol_error_fails_but_rising_data_counters_do_not() {
-    let t = TempTree::copy_of("ndr");
+    let t = TempDir::copy_of("link", &fixture("ndr"));
     let v = run(t.root(), "mlx5_0", ExpectRate::Auto, 381.2, 1, || {
         set(t.root(), "mlx5_0", "counters/symbol_error", "12");
         set(t.root(), "mlx5_0", "counters/port_xmit_data", "99999999999");
@@ -217,7 +173,7 @@ fn rising_symbol_error_fails_but_rising_data_counters_do_not() {
         v.line()
     );
 
-    let t = TempTree::copy_of("ndr");
+    let t = TempDir::copy_of("link", &fixture("ndr"));
     let v = run(t.root(), "mlx5_0", ExpectRate::Auto, 381.2, 1, || {
         set(t.root(), "mlx5_0", "counters/port_xmit_data", "99999999999");
         set(t.root(), "mlx5_0", "counters/port_xmit_wait", "99999999");
@@ -252,7 +208,7 @@ fn rxe_layout_has_hw_counters_only() {
 
 #[test]
 fn rxe_out_of_seq_request_rising_fails() {
-    let t = TempTree::copy_of("rxe");
+    let t = TempDir::copy_of("link", &fixture("rxe"));
     let v = run(t.root(), "rxe0", ExpectRate::Auto, 9.5, 1, || {
         set(t.root(), "rxe0", "hw_counters/out_of_seq_request", "4");
     });
@@ -265,7 +221,7 @@ fn rxe_out_of_seq_request_rising_fails() {
 
 #[test]
 fn rxe_traffic_counters_rising_are_ignored() {
-    let t = TempTree::copy_of("rxe");
+    let t = TempDir::copy_of("link", &fixture("rxe"));
     let v = run(t.root(), "rxe0", ExpectRate::Auto, 9.5, 1, || {
         for (name, value) in [
             ("rdma_sends", "5000"),
@@ -294,7 +250,7 @@ fn na_no_pma_values_are_skipped() {
 
 #[test]
 fn unreadable_and_garbled_counters_are_skipped() {
-    let t = TempTree::copy_of("ndr");
+    let t = TempDir::copy_of("link", &fixture("ndr"));
     let port = port_dir(t.root(), "mlx5_0", 1);
     // A counter that cannot be read as a file, and one that is not a number.
     fs::remove_file(port.join("counters/symbol_error")).unwrap();
@@ -330,7 +286,7 @@ fn missing_port_has_no_counters_and_a_rate_error_naming_the_file() {
 
 #[test]
 fn unknown_rate_with_auto_fails() {
-    let t = TempTree::copy_of("ndr");
+    let t = TempDir::copy_of("link", &fixture("ndr"));
     fs::remove_file(port_dir(t.root(), "mlx5_0", 1).join("rate")).unwrap();
     let v = run(t.root(), "mlx5_0", ExpectRate::Auto, 381.2, 1, || {});
     assert!(!v.pass);
@@ -347,7 +303,7 @@ fn unknown_rate_with_auto_fails() {
 
 #[test]
 fn garbled_rate_file_error_names_file_and_text() {
-    let t = TempTree::copy_of("ndr");
+    let t = TempDir::copy_of("link", &fixture("ndr"));
     set(t.root(), "mlx5_0", "rate", "fast");
     let e = read_rate(t.root(), "mlx5_0", 1).unwrap_err();
     let msg = e.to_string();

@@ -493,7 +493,7 @@ fn expect_rate_verdicts_pass_and_fail() {
     let tree = peers::FakeSysfs::with_rate("sysfs", &dev, "10 Gb/sec (1X FDR10)\n");
     let counter = tree
         .0
-        .join("class/infiniband")
+        .path("class/infiniband")
         .join(&dev)
         .join("ports/1/hw_counters/out_of_seq_request");
     std::fs::write(counter, "0\n").unwrap();

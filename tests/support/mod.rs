@@ -6,6 +6,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod exposition;
 pub mod peers;
 
 use std::time::{Duration, Instant};
@@ -269,6 +270,83 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// A temporary directory, removed on drop; `tag` names it, a counter
+/// keeps it apart from every other one of this process.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    /// A new, empty directory.
+    pub fn new(tag: &str) -> Self {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "rdmaperf-{tag}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    /// A new directory holding a copy of the tree `from`.
+    pub fn copy_of(tag: &str, from: &std::path::Path) -> Self {
+        let t = Self::new(tag);
+        copy_dir(from, &t.0);
+        t
+    }
+
+    /// The directory.
+    pub fn root(&self) -> &std::path::Path {
+        &self.0
+    }
+
+    /// `name` inside it.
+    pub fn path(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Copies the tree `from` to `to` (files and directories).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// `GET path` over HTTP/1.0 from 127.0.0.1:`port`: (status, body), every
+/// read and write bounded by `limit` (status 0 when the answer is not
+/// HTTP).
+pub fn http_get(port: u16, path: &str, limit: Duration) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(limit))?;
+    s.set_write_timeout(Some(limit))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, body.to_owned()))
 }
 
 /// Lossy UTF-8 of a process's output.

@@ -65,26 +65,20 @@ pub fn json_lines(stdout: &[u8]) -> Vec<serde_json::Value> {
 /// A fake sysfs tree whose port 1 of `dev` has the `rate` text and no
 /// error counters (so a verdict on it depends only on the measured
 /// bandwidth); removed on drop.
-pub struct FakeSysfs(pub std::path::PathBuf);
+pub struct FakeSysfs(pub super::TempDir);
 
 impl FakeSysfs {
     /// The tree, under the temporary directory, named after `tag`.
     pub fn with_rate(tag: &str, dev: &str, rate: &str) -> Self {
-        let root = std::env::temp_dir().join(format!("rdmaperf-{tag}-{}", std::process::id()));
-        let port_dir = root.join("class/infiniband").join(dev).join("ports/1");
+        let dir = super::TempDir::new(tag);
+        let port_dir = dir.path("class/infiniband").join(dev).join("ports/1");
         std::fs::create_dir_all(port_dir.join("hw_counters")).unwrap();
         std::fs::write(port_dir.join("rate"), rate).unwrap();
-        Self(root)
+        Self(dir)
     }
 
     /// Its root, for `--sysfs-root`.
     pub fn root(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for FakeSysfs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.root().to_str().unwrap()
     }
 }
