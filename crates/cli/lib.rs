@@ -89,13 +89,7 @@ impl JsonFile {
     /// directory is not writable.
     pub fn create(dest: &str) -> anyhow::Result<(Self, File)> {
         let dest = PathBuf::from(dest);
-        let tmp = partial_path(&dest)
-            .ok_or_else(|| UsageError(format!("--json: {dest:?} does not name a file")))?;
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| UsageError(format!("--json: cannot create {dest:?}: {e}")))?;
+        let (tmp, file) = create_partial("--json", &dest)?;
         Ok((
             Self {
                 tmp,
@@ -133,15 +127,26 @@ pub fn partial_path(dest: &std::path::Path) -> Option<PathBuf> {
 /// # Errors
 /// A usage error naming `flag` when it cannot.
 pub fn check_writable(flag: &str, dest: &std::path::Path) -> Result<(), UsageError> {
+    let (tmp, file) = create_partial(flag, dest)?;
+    drop(file);
+    let _ = std::fs::remove_file(&tmp);
+    Ok(())
+}
+
+/// Creates `dest`'s temporary file ([`partial_path`]), new, for `flag`.
+///
+/// # Errors
+/// A usage error naming `flag` when `dest` names no file or the file
+/// cannot be created.
+fn create_partial(flag: &str, dest: &std::path::Path) -> Result<(PathBuf, File), UsageError> {
     let tmp = partial_path(dest)
         .ok_or_else(|| UsageError(format!("{flag}: {dest:?} does not name a file")))?;
-    std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&tmp)
         .map_err(|e| UsageError(format!("{flag}: cannot create {dest:?}: {e}")))?;
-    let _ = std::fs::remove_file(&tmp);
-    Ok(())
+    Ok((tmp, file))
 }
 
 /// Writes `text` to `dest` under [`partial_path`] and renames it into
