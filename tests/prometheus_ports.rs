@@ -11,9 +11,10 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,6 +33,11 @@ fn fixture(name: &str) -> PathBuf {
 struct NodeExporter {
     child: Child,
     addr: SocketAddr,
+    /// Its `--web.telemetry-path`, unique to this instance: metrics
+    /// there come from this node_exporter and no other (any other path,
+    /// another instance's metrics path included, gets its HTML landing
+    /// page).
+    path: String,
     log: PathBuf,
 }
 
@@ -44,40 +50,62 @@ impl Drop for NodeExporter {
 
 impl NodeExporter {
     /// Starts node_exporter's infiniband collector alone on `sysfs`,
-    /// listening on a free loopback port, and waits until it accepts
-    /// connections. A port taken between choosing and binding makes it
-    /// exit; then another port is tried (bounded).
+    /// listening on a free loopback port, and waits until it answers on
+    /// its own metrics path. A port taken between choosing and binding
+    /// makes it exit, and a node_exporter already on that port answers
+    /// there with its landing page, not metrics; then another port is
+    /// tried (bounded).
     fn start(sysfs: &Path, dir: &TempDir) -> Self {
+        Self::start_on(sysfs, dir, free_port)
+    }
+
+    /// [`NodeExporter::start`] with the ports to try from `next_port`.
+    fn start_on(sysfs: &Path, dir: &TempDir, mut next_port: impl FnMut() -> u16) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
         assert!(
             Path::new(NODE_EXPORTER).exists(),
             "{NODE_EXPORTER} is missing: run scripts/setup (it installs prometheus-node-exporter)"
         );
         let mut failures = Vec::new();
         for attempt in 0..5 {
-            let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
-            let log = dir.0.join(format!("node_exporter-{attempt}.log"));
+            let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, next_port()));
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let path = format!("/metrics-{}-{n}", std::process::id());
+            let log = dir.0.join(format!("node_exporter-{n}.log"));
             let child = Command::new(NODE_EXPORTER)
                 .arg(format!("--path.sysfs={}", sysfs.display()))
                 .args(["--collector.disable-defaults", "--collector.infiniband"])
                 .arg(format!("--web.listen-address={addr}"))
+                .arg(format!("--web.telemetry-path={path}"))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(fs::File::create(&log).unwrap())
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {NODE_EXPORTER}: {e}"));
-            let mut ne = NodeExporter { child, addr, log };
+            let mut ne = NodeExporter {
+                child,
+                addr,
+                path,
+                log,
+            };
             let deadline = Instant::now() + Duration::from_secs(10);
             loop {
                 if let Ok(Some(status)) = ne.child.try_wait() {
-                    failures.push(format!("{addr}: exited {status}: {}", ne.log_text()));
+                    failures.push(format!(
+                        "attempt {attempt} on {addr}: exited {status}: {}",
+                        ne.log_text()
+                    ));
                     break;
                 }
-                if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                if let Ok((200, body)) = http_get(addr.port(), &ne.path, Duration::from_secs(2))
+                    && body.contains("node_scrape_collector_success")
+                {
                     return ne;
                 }
                 if Instant::now() > deadline {
                     failures.push(format!(
-                        "{addr}: not listening after 10 s: {}",
+                        "attempt {attempt} on {addr}: no 200 on {} after 10 s: {}",
+                        ne.path,
                         ne.log_text()
                     ));
                     break;
@@ -92,10 +120,10 @@ impl NodeExporter {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// `GET /metrics` over HTTP/1.0: the body.
+    /// `GET` of its metrics path over HTTP/1.0: the body.
     fn scrape(&self) -> String {
-        let (status, body) = http_get(self.addr.port(), "/metrics", Duration::from_secs(10))
-            .unwrap_or_else(|e| panic!("GET /metrics from {}: {e}", self.addr));
+        let (status, body) = http_get(self.addr.port(), &self.path, Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("GET {} from {}: {e}", self.path, self.addr));
         assert_eq!(
             status,
             200,
@@ -341,4 +369,25 @@ fn a_port_without_counters_is_reported_where_node_exporter_fails() {
         "{ours:#?}"
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Two node_exporters that drew the same port (free_port's choice is
+/// released before node_exporter binds it, and the two tests above run
+/// at once): the one that could not bind must not take the other's
+/// listener for its own. CI once scraped the other test's node_exporter
+/// as that test killed it ("connection reset by peer").
+#[test]
+fn a_node_exporter_whose_port_is_taken_is_not_mistaken_for_the_one_listening() {
+    let dir = TempDir::new("prom");
+    let first = NodeExporter::start(&fixture("rxe"), &dir);
+    let mut ports = [first.addr.port()].into_iter();
+    let second = NodeExporter::start_on(&fixture("complete"), &dir, || {
+        ports.next().unwrap_or_else(free_port)
+    });
+    assert_ne!(second.addr, first.addr);
+    assert_eq!(
+        collector_success(&parse_exposition(&second.scrape())),
+        Some(1.0),
+        "the second node_exporter serves the complete tree, where its collector succeeds"
+    );
 }
