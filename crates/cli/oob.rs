@@ -575,11 +575,8 @@ mod tests {
     /// listens there (a "simultaneous open" with itself).
     fn self_connected() -> TcpStream {
         use nix::sys::socket::{
-            AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket,
+            AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, getsockname, socket,
         };
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = probe.local_addr().unwrap().port();
-        drop(probe);
         let fd = socket(
             AddressFamily::Inet,
             SockType::Stream,
@@ -587,9 +584,12 @@ mod tests {
             None,
         )
         .unwrap();
-        let addr = SockaddrIn::new(127, 0, 0, 1, port);
-        bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &addr).unwrap();
-        connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &addr).unwrap();
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        // Bound to a port of its own first, then dialling it: no other
+        // socket can take the port in between.
+        bind(raw, &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
+        let addr: SockaddrIn = getsockname(raw).unwrap();
+        connect(raw, &addr).unwrap();
         TcpStream::from(fd)
     }
 
