@@ -263,13 +263,24 @@ pub fn connect_to_server(port: u16) -> std::net::TcpStream {
     }
 }
 
-/// A free TCP port on loopback (bound and released).
+/// A free TCP port on loopback (bound and released), never one this
+/// process has handed out before: tests running side by side (libtest's
+/// threads, or a test's own) could otherwise draw the same port, the
+/// kernel being free to give a released port again, and one's server
+/// would fail to bind while its client reached the other's.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+            return port;
+        }
+    }
 }
 
 /// A temporary directory, removed on drop; `tag` names it, a counter
