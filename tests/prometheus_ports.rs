@@ -371,11 +371,12 @@ fn a_port_without_counters_is_reported_where_node_exporter_fails() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// Two node_exporters that drew the same port (free_port's choice is
-/// released before node_exporter binds it, and the two tests above run
-/// at once): the one that could not bind must not take the other's
-/// listener for its own. CI once scraped the other test's node_exporter
-/// as that test killed it ("connection reset by peer").
+/// Two node_exporters on the same port (free_port's choice is released
+/// before node_exporter binds it; free_port no longer repeats itself in
+/// one process, but another process may take the port meanwhile): the
+/// one that could not bind must not take the other's listener for its
+/// own. CI once scraped the other test's node_exporter as that test
+/// killed it ("connection reset by peer").
 #[test]
 fn a_node_exporter_whose_port_is_taken_is_not_mistaken_for_the_one_listening() {
     let dir = TempDir::new("prom");
