@@ -28,19 +28,35 @@ pub struct NcclArgs {
 }
 
 /// The largest `--env-file` or `--log` read (a log of a large job can be
-/// big; beyond this the tail is not read and a note says so).
+/// big; beyond this the tail is not read and a warning says so).
 const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
 
-/// Reads a file named by a flag, bounded; unreadable → exit 2 naming it.
+/// Reads a file named by a flag, at most [`MAX_FILE_BYTES`] of it (a
+/// warning says when there was more); unreadable → exit 2 naming it.
 fn read_flag_file(flag: &str, path: &Path) -> anyhow::Result<String> {
+    let (text, cut) = read_capped(path, MAX_FILE_BYTES)
+        .map_err(|e| UsageError(format!("{flag}: cannot read {}: {e}", path.display())))?;
+    if cut {
+        eprintln!(
+            "rdmaperf: warning: {flag} {}: only its first {MAX_FILE_BYTES} bytes are read",
+            path.display()
+        );
+    }
+    Ok(text)
+}
+
+/// The first `cap` bytes of a file (lossy UTF-8), and whether it had more.
+fn read_capped(path: &Path, cap: u64) -> std::io::Result<(String, bool)> {
     use std::io::Read;
-    let file = std::fs::File::open(path)
-        .map_err(|e| UsageError(format!("{flag}: cannot read {}: {e}", path.display())))?;
     let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES)
-        .read_to_end(&mut bytes)
-        .map_err(|e| UsageError(format!("{flag}: cannot read {}: {e}", path.display())))?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    // One byte beyond the cap tells a file of exactly `cap` bytes from a
+    // longer one.
+    std::fs::File::open(path)?
+        .take(cap + 1)
+        .read_to_end(&mut bytes)?;
+    let cut = bytes.len() as u64 > cap;
+    bytes.truncate(cap as usize);
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), cut))
 }
 
 /// This machine's network interfaces: `<sysfs>/class/net/<if>/operstate`,
@@ -179,4 +195,26 @@ pub fn run(args: &NcclArgs) -> anyhow::Result<u8> {
     } else {
         0
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_beyond_the_cap_is_cut_there_and_says_so() {
+        let dir = std::env::temp_dir().join(format!("rdmaperf-doctor-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("nccl.log");
+        std::fs::write(&path, "0123456789").unwrap();
+        assert_eq!(read_capped(&path, 4).unwrap(), ("0123".to_owned(), true));
+        assert_eq!(
+            read_capped(&path, 10).unwrap(),
+            ("0123456789".to_owned(), false)
+        );
+        let e = read_flag_file("--log", &dir.join("missing.log")).unwrap_err();
+        assert!(e.to_string().starts_with("--log: cannot read "), "{e}");
+        assert!(e.downcast_ref::<UsageError>().is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
