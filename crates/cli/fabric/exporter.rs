@@ -27,20 +27,26 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use engine::ports::{DeviceState, PortsVerdict};
+use engine::spec::{IMPLEMENTED, TestSpec};
 
 use super::http::{self, Request, RequestError};
 use crate::UsageError;
 
-/// The tests a probe may run.
-pub const PROBE_TESTS: [&str; 7] = [
-    "write_bw",
-    "read_bw",
-    "send_bw",
-    "atomic_bw",
-    "write_lat",
-    "read_lat",
-    "send_lat",
-];
+/// The test a probe's `test=` names: a binary of a test this build runs.
+fn probe_spec(binary: &str) -> Option<TestSpec> {
+    IMPLEMENTED.into_iter().find(|s| s.binary() == binary)
+}
+
+/// The binaries a probe may run, each once (`atomic_bw` runs two specs).
+fn probe_binaries() -> Vec<&'static str> {
+    let mut names: Vec<&str> = Vec::new();
+    for s in IMPLEMENTED {
+        if !names.contains(&s.binary()) {
+            names.push(s.binary());
+        }
+    }
+    names
+}
 
 /// The Content-Type of the text exposition format.
 const PROM_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -350,19 +356,13 @@ impl ProbePlan {
             .ok_or("missing target parameter (target=HOST[:PORT])")?;
         let (host, port) = split_target(target)?;
         let test = request.param("test").unwrap_or("write_bw");
-        if !PROBE_TESTS.contains(&test) {
-            return Err(format!(
+        let spec = probe_spec(test).ok_or_else(|| {
+            format!(
                 "test={test:?} is not one of {}",
-                PROBE_TESTS.join(", ")
-            ));
-        }
-        let default_size = if test.ends_with("_lat") {
-            2
-        } else if test == "atomic_bw" {
-            8
-        } else {
-            65536
-        };
+                probe_binaries().join(", ")
+            )
+        })?;
+        let default_size = spec.defaults().size;
         let size = match request.param("size") {
             None => default_size.min(args.max_size),
             Some(s) => crate::args::size_arg(s).map_err(|e| format!("size={s:?}: {e}"))?,
@@ -658,6 +658,26 @@ mod tests {
         );
         let plan = ProbePlan::from_request(&request("target=n&test=send_lat"), &a).unwrap();
         assert_eq!(plan.size, 2);
+        let plan = ProbePlan::from_request(&request("target=n&test=atomic_bw"), &a).unwrap();
+        assert_eq!(plan.size, 8);
+        // Every test binary may be probed, and is named once when the
+        // test is not one of them.
+        let err = ProbePlan::from_request(&request("target=n&test=ib_write_bw"), &a).unwrap_err();
+        let (_, listed) = err.split_once("is not one of ").unwrap();
+        let mut listed: Vec<&str> = listed.split(", ").collect();
+        listed.sort_unstable();
+        assert_eq!(
+            listed,
+            [
+                "atomic_bw",
+                "read_bw",
+                "read_lat",
+                "send_bw",
+                "send_lat",
+                "write_bw",
+                "write_lat"
+            ]
+        );
     }
 
     #[test]
