@@ -226,11 +226,12 @@ impl Exporter {
 
     fn run_probe(&self, plan: &ProbePlan) -> ProbeOutcome {
         // One probe at a time per target.
+        let target = plan.target_label();
         {
             let Ok(mut probing) = self.probing.lock() else {
                 return ProbeOutcome::failed("exporter state poisoned");
             };
-            if !probing.insert(plan.target_label()) {
+            if !probing.insert(target.clone()) {
                 return ProbeOutcome::failed("a probe of this target is already running");
             }
         }
@@ -241,7 +242,7 @@ impl Exporter {
         };
         self.probes.fetch_sub(1, Ordering::SeqCst);
         if let Ok(mut probing) = self.probing.lock() {
-            probing.remove(&plan.target_label());
+            probing.remove(&target);
         }
         outcome
     }
