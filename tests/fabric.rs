@@ -6,12 +6,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use support::exposition::sample;
-use support::{Reaper, TempDir, copy_dir, free_port, http_get, test_device, text};
+use support::{Reaper, TempDir, fixture, free_port, http_get, peers, test_device, text};
 
 const RDMAPERF: &str = env!("CARGO_BIN_EXE_rdmaperf");
 
@@ -20,12 +20,6 @@ fn rdmaperf(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("spawn rdmaperf")
-}
-
-fn fixture(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(path)
 }
 
 fn fixture_str(path: &str) -> String {
@@ -68,26 +62,28 @@ fn help_lists_the_subcommands_and_the_test_binaries() {
 #[test]
 fn bad_input_exits_2_and_names_what_was_wrong() {
     let missing = fixture_str("no-such-file");
-    let cases: &[(&[&str], &str)] = &[
-        (&["frobnicate"], "frobnicate"),
-        (&["ports", "--no-such-flag"], "--no-such-flag"),
-        (&["ports", "--watch", "0"], "--watch"),
-        (&["ports", "--expect-rate", "fast"], "--expect-rate"),
-        (&["doctor", "nccl", "--env-file", &missing], "--env-file"),
-        (&["doctor", "nccl", "--log", &missing], "--log"),
-        (&["doctor", "nccl", "--env-file", &missing], "no-such-file"),
-        (&["doctor", "lustre"], "lustre"),
-        (&["exporter"], "--listen"),
-        (&["exporter", "--listen", "not-an-address"], "--listen"),
-    ];
     let tree = fixture_str("sysfs/complete");
-    let no_dev: &[&str] = &["ports", "--sysfs-root", &tree, "-d", "mlx9_9"];
-    let no_port: &[&str] = &["ports", "--sysfs-root", &tree, "-i", "7"];
-    for (args, named) in cases
-        .iter()
-        .copied()
-        .chain([(no_dev, "mlx9_9"), (no_port, "-i")])
-    {
+    // Each case: the arguments, and every word stderr must name.
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["frobnicate"], &["frobnicate"]),
+        (&["ports", "--no-such-flag"], &["--no-such-flag"]),
+        (&["ports", "--watch", "0"], &["--watch"]),
+        (&["ports", "--expect-rate", "fast"], &["--expect-rate"]),
+        (
+            &["doctor", "nccl", "--env-file", &missing],
+            &["--env-file", "no-such-file"],
+        ),
+        (&["doctor", "nccl", "--log", &missing], &["--log"]),
+        (&["doctor", "lustre"], &["lustre"]),
+        (&["exporter"], &["--listen"]),
+        (&["exporter", "--listen", "not-an-address"], &["--listen"]),
+        (
+            &["ports", "--sysfs-root", &tree, "-d", "mlx9_9"],
+            &["mlx9_9"],
+        ),
+        (&["ports", "--sysfs-root", &tree, "-i", "7"], &["-i"]),
+    ];
+    for &(args, names) in cases {
         let out = rdmaperf(args);
         assert_eq!(
             out.status.code(),
@@ -95,11 +91,13 @@ fn bad_input_exits_2_and_names_what_was_wrong() {
             "rdmaperf {args:?}: {}",
             text(&out.stderr)
         );
-        assert!(
-            text(&out.stderr).contains(named),
-            "rdmaperf {args:?}: stderr does not name {named}:\n{}",
-            text(&out.stderr)
-        );
+        for named in names {
+            assert!(
+                text(&out.stderr).contains(named),
+                "rdmaperf {args:?}: stderr does not name {named}:\n{}",
+                text(&out.stderr)
+            );
+        }
         assert!(out.stdout.is_empty(), "rdmaperf {args:?} printed on stdout");
     }
 }
@@ -250,33 +248,32 @@ fn check_fails_the_port_trained_down_among_its_siblings_and_exits_3() {
 
 #[test]
 fn watch_shows_the_deltas_and_check_fails_a_rising_error_counter() {
-    let dir = TempDir::new("watch");
-    let root = dir.path("sys");
-    copy_dir(&fixture("sysfs/complete"), &root);
+    let tree = TempDir::copy_of("watch", &fixture("sysfs/complete"));
+    let root = tree.root();
     let counters = root.join("class/infiniband/mlx5_0/ports/1/counters");
-    let before: u64 = std::fs::read_to_string(counters.join("symbol_error"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let data_before: u64 = std::fs::read_to_string(counters.join("port_xmit_data"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let child = Command::new(RDMAPERF)
-        .args([
+    let read_counter = |name: &str| -> u64 {
+        std::fs::read_to_string(counters.join(name))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let before = read_counter("symbol_error");
+    let data_before = read_counter("port_xmit_data");
+    let child = Reaper::spawn(
+        RDMAPERF,
+        &[
             "ports",
             "--sysfs-root",
             root.to_str().unwrap(),
             "-d",
             "mlx5_0",
-        ])
-        .args(["--watch", "2", "--check", "--json"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+            "--watch",
+            "2",
+            "--check",
+            "--json",
+        ],
+    );
     // The first reading is taken at once; change the counters during the
     // interval, as a bad cable and traffic would.
     std::thread::sleep(Duration::from_millis(700));
@@ -286,7 +283,7 @@ fn watch_shows_the_deltas_and_check_fails_a_rising_error_counter() {
         format!("{}\n", data_before + 1000),
     )
     .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait_bounded(Duration::from_secs(30), "rdmaperf ports --watch 2");
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     let doc = json(&out);
     let deltas = &doc["counter_deltas"]["deltas"]["mlx5_0"]["1"];
@@ -607,24 +604,22 @@ fn doctor_on_a_block_right_for_this_machine_finds_no_error() {
     let env = dir.path("ok.env");
     std::fs::write(&env, block).unwrap();
     // From the environment too, as a job would run it.
-    for args in [
-        vec![
-            "doctor",
-            "nccl",
-            "--env-file",
-            env.to_str().unwrap(),
-            "--json",
-        ],
-        vec!["doctor", "nccl", "--json"],
+    let gid = gid.to_string();
+    let from_env = [
+        ("NCCL_IB_HCA", dev.as_str()),
+        ("NCCL_SOCKET_IFNAME", netdev.as_str()),
+        ("NCCL_IB_GID_INDEX", gid.as_str()),
+    ];
+    let env_file = env.to_str().unwrap();
+    for (args, vars) in [
+        (
+            &["doctor", "nccl", "--env-file", env_file, "--json"][..],
+            &[][..],
+        ),
+        (&["doctor", "nccl", "--json"][..], &from_env[..]),
     ] {
-        let mut cmd = Command::new(RDMAPERF);
-        cmd.args(&args);
-        if args.len() == 3 {
-            cmd.env("NCCL_IB_HCA", &dev)
-                .env("NCCL_SOCKET_IFNAME", &netdev)
-                .env("NCCL_IB_GID_INDEX", gid.to_string());
-        }
-        let out = cmd.output().unwrap();
+        let out = Reaper::spawn_env(RDMAPERF, args, vars)
+            .wait_bounded(Duration::from_secs(60), "rdmaperf doctor nccl");
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -747,22 +742,13 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
     );
     let dev = test_device();
     let (server_port, exporter_port, prom_port) = (free_port(), free_port(), free_port());
-    let server_port_s = server_port.to_string();
-    let _server = Reaper::spawn(
+    // --accept-timeout, which peers::server adds, does not bound a
+    // --persistent server.
+    let _server = peers::server(
         env!("CARGO_BIN_EXE_write_bw"),
-        &[
-            "-d",
-            &dev,
-            "--bind",
-            "127.0.0.1",
-            "-p",
-            &server_port_s,
-            "--persistent",
-            "-u",
-            "18",
-            "--timeout",
-            "10",
-        ],
+        &dev,
+        server_port,
+        &["--persistent"],
     );
     let listen = format!("127.0.0.1:{exporter_port}");
     let exporter = Reaper::spawn(
@@ -994,7 +980,7 @@ fn a_latency_test_writes_its_percentiles_as_a_prometheus_summary() {
         "{text}"
     );
     // Written atomically: no temporary file is left beside it.
-    let leftovers: Vec<_> = std::fs::read_dir(&dir.0)
+    let leftovers: Vec<_> = std::fs::read_dir(dir.root())
         .unwrap()
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))

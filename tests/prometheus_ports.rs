@@ -19,15 +19,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use support::exposition::{SeriesKey, parse_exposition};
-use support::{TempDir, free_port, http_get};
+use support::{TempDir, assert_ok, fixture, free_port, http_get};
 
 const NODE_EXPORTER: &str = "/usr/bin/prometheus-node-exporter";
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/sysfs")
-        .join(name)
-}
 
 /// A running node_exporter, killed (and reaped) on drop.
 struct NodeExporter {
@@ -71,7 +65,7 @@ impl NodeExporter {
             let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, next_port()));
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
             let path = format!("/metrics-{}-{n}", std::process::id());
-            let log = dir.0.join(format!("node_exporter-{n}.log"));
+            let log = dir.path(&format!("node_exporter-{n}.log"));
             let child = Command::new(NODE_EXPORTER)
                 .arg(format!("--path.sysfs={}", sysfs.display()))
                 .args(["--collector.disable-defaults", "--collector.infiniband"])
@@ -136,7 +130,7 @@ impl NodeExporter {
 
 /// Runs `rdmaperf ports --sysfs-root <tree> --prom <file>`; the file.
 fn our_exposition(tree: &Path, dir: &TempDir) -> String {
-    let prom = dir.0.join("ports.prom");
+    let prom = dir.path("ports.prom");
     let out = Command::new(env!("CARGO_BIN_EXE_rdmaperf"))
         .arg("ports")
         .arg("--sysfs-root")
@@ -146,13 +140,7 @@ fn our_exposition(tree: &Path, dir: &TempDir) -> String {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "rdmaperf ports failed ({}):\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, "rdmaperf ports --prom");
     fs::read_to_string(&prom).unwrap_or_else(|e| panic!("reading {}: {e}", prom.display()))
 }
 
@@ -190,7 +178,7 @@ fn show(key: &SeriesKey) -> String {
 
 #[test]
 fn every_node_exporter_infiniband_series_is_reproduced() {
-    let tree = fixture("complete");
+    let tree = fixture("sysfs/complete");
     let dir = TempDir::new("prom");
     let theirs_text = NodeExporter::start(&tree, &dir).scrape();
     let theirs = parse_exposition(&theirs_text);
@@ -291,7 +279,7 @@ fn every_node_exporter_infiniband_series_is_reproduced() {
 
 #[test]
 fn a_port_without_counters_is_reported_where_node_exporter_fails() {
-    let tree = fixture("rxe");
+    let tree = fixture("sysfs/rxe");
     let dir = TempDir::new("prom");
     let theirs_text = NodeExporter::start(&tree, &dir).scrape();
     let theirs = parse_exposition(&theirs_text);
@@ -380,9 +368,9 @@ fn a_port_without_counters_is_reported_where_node_exporter_fails() {
 #[test]
 fn a_node_exporter_whose_port_is_taken_is_not_mistaken_for_the_one_listening() {
     let dir = TempDir::new("prom");
-    let first = NodeExporter::start(&fixture("rxe"), &dir);
+    let first = NodeExporter::start(&fixture("sysfs/rxe"), &dir);
     let mut ports = [first.addr.port()].into_iter();
-    let second = NodeExporter::start_on(&fixture("complete"), &dir, || {
+    let second = NodeExporter::start_on(&fixture("sysfs/complete"), &dir, || {
         ports.next().unwrap_or_else(free_port)
     });
     assert_ne!(second.addr, first.addr);

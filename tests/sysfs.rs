@@ -3,20 +3,14 @@
 //! snapshots work on a copy in a temporary directory.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 mod support;
 
-use support::TempDir;
+use support::{TempDir, fixture};
 
 use engine::link::{CounterRise, ExpectRate, LinkError, VerdictInput, evaluate, rises};
 use rdmaperf::sysfs::{port_dir, read_rate, snapshot_error_counters};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/sysfs")
-        .join(name)
-}
 
 /// Writes `value` and a newline into a counter file below the port.
 fn set(root: &Path, device: &str, counter: &str, value: &str) {
@@ -75,14 +69,14 @@ fn port_dir_is_the_kernel_layout() {
 
 #[test]
 fn ndr_rate_is_read_and_trimmed() {
-    let r = read_rate(&fixture("ndr"), "mlx5_0", 1).unwrap();
+    let r = read_rate(&fixture("sysfs/ndr"), "mlx5_0", 1).unwrap();
     assert_eq!(r.gbps, 400.0);
     assert_eq!(r.text, "400 Gb/sec (4X NDR)");
 }
 
 #[test]
 fn ndr_snapshot_holds_only_error_counters() {
-    let snap = snapshot_error_counters(&fixture("ndr"), "mlx5_0", 1);
+    let snap = snapshot_error_counters(&fixture("sysfs/ndr"), "mlx5_0", 1);
     let mut expected: Vec<String> = PMA_ERRORS.iter().map(|n| format!("counters/{n}")).collect();
     expected.extend(
         [
@@ -104,7 +98,14 @@ fn ndr_snapshot_holds_only_error_counters() {
 
 #[test]
 fn ndr_port_passes_at_381_gbps() {
-    let v = run(&fixture("ndr"), "mlx5_0", ExpectRate::Auto, 381.2, 1, || {});
+    let v = run(
+        &fixture("sysfs/ndr"),
+        "mlx5_0",
+        ExpectRate::Auto,
+        381.2,
+        1,
+        || {},
+    );
     assert!(v.pass, "{v:?}");
     assert_eq!(
         v.line(),
@@ -112,7 +113,7 @@ fn ndr_port_passes_at_381_gbps() {
          (0.90 x 400 Gb/s expected; negotiated 400 Gb/sec (4X NDR))"
     );
     let v = run(
-        &fixture("ndr"),
+        &fixture("sysfs/ndr"),
         "mlx5_0",
         ExpectRate::Gbps(400.0),
         381.2,
@@ -124,7 +125,14 @@ fn ndr_port_passes_at_381_gbps() {
 
 #[test]
 fn ndr_port_fails_at_300_gbps() {
-    let v = run(&fixture("ndr"), "mlx5_0", ExpectRate::Auto, 300.0, 1, || {});
+    let v = run(
+        &fixture("sysfs/ndr"),
+        "mlx5_0",
+        ExpectRate::Auto,
+        300.0,
+        1,
+        || {},
+    );
     assert!(!v.pass);
     assert_eq!(v.reasons, ["measured 300.00 Gb/s < threshold 360.00 Gb/s"]);
     assert!(
@@ -135,7 +143,7 @@ fn ndr_port_fails_at_300_gbps() {
 
 #[test]
 fn hdr_trained_down_to_2x_fails_against_expect_rate_200() {
-    let root = fixture("hdr-2x");
+    let root = fixture("sysfs/hdr-2x");
     let v = run(&root, "mlx5_1", ExpectRate::Gbps(200.0), 99.0, 1, || {});
     assert!(!v.pass);
     assert_eq!(v.negotiated_gbps, Some(100.0));
@@ -154,7 +162,7 @@ fn hdr_trained_down_to_2x_fails_against_expect_rate_200() {
 
 #[test]
 fn rising_symbol_error_fails_but_rising_data_counters_do_not() {
-    let t = TempDir::copy_of("link", &fixture("ndr"));
+    let t = TempDir::copy_of("link", &fixture("sysfs/ndr"));
     let v = run(t.root(), "mlx5_0", ExpectRate::Auto, 381.2, 1, || {
         set(t.root(), "mlx5_0", "counters/symbol_error", "12");
         set(t.root(), "mlx5_0", "counters/port_xmit_data", "99999999999");
@@ -173,7 +181,7 @@ fn rising_symbol_error_fails_but_rising_data_counters_do_not() {
         v.line()
     );
 
-    let t = TempDir::copy_of("link", &fixture("ndr"));
+    let t = TempDir::copy_of("link", &fixture("sysfs/ndr"));
     let v = run(t.root(), "mlx5_0", ExpectRate::Auto, 381.2, 1, || {
         set(t.root(), "mlx5_0", "counters/port_xmit_data", "99999999999");
         set(t.root(), "mlx5_0", "counters/port_xmit_wait", "99999999");
@@ -184,7 +192,7 @@ fn rising_symbol_error_fails_but_rising_data_counters_do_not() {
 
 #[test]
 fn rxe_layout_has_hw_counters_only() {
-    let root = fixture("rxe");
+    let root = fixture("sysfs/rxe");
     let r = read_rate(&root, "rxe0", 1).unwrap();
     assert_eq!((r.gbps, r.text.as_str()), (10.0, "10 Gb/sec (1X FDR10)"));
     let snap = snapshot_error_counters(&root, "rxe0", 1);
@@ -208,7 +216,7 @@ fn rxe_layout_has_hw_counters_only() {
 
 #[test]
 fn rxe_out_of_seq_request_rising_fails() {
-    let t = TempDir::copy_of("link", &fixture("rxe"));
+    let t = TempDir::copy_of("link", &fixture("sysfs/rxe"));
     let v = run(t.root(), "rxe0", ExpectRate::Auto, 9.5, 1, || {
         set(t.root(), "rxe0", "hw_counters/out_of_seq_request", "4");
     });
@@ -221,7 +229,7 @@ fn rxe_out_of_seq_request_rising_fails() {
 
 #[test]
 fn rxe_traffic_counters_rising_are_ignored() {
-    let t = TempDir::copy_of("link", &fixture("rxe"));
+    let t = TempDir::copy_of("link", &fixture("sysfs/rxe"));
     let v = run(t.root(), "rxe0", ExpectRate::Auto, 9.5, 1, || {
         for (name, value) in [
             ("rdma_sends", "5000"),
@@ -239,7 +247,7 @@ fn rxe_traffic_counters_rising_are_ignored() {
 
 #[test]
 fn na_no_pma_values_are_skipped() {
-    let root = fixture("old-kernel");
+    let root = fixture("sysfs/old-kernel");
     let snap = snapshot_error_counters(&root, "qib0", 1);
     let keys: Vec<&str> = snap.counters.keys().map(String::as_str).collect();
     assert_eq!(keys, ["counters/port_rcv_errors", "counters/symbol_error"]);
@@ -250,7 +258,7 @@ fn na_no_pma_values_are_skipped() {
 
 #[test]
 fn unreadable_and_garbled_counters_are_skipped() {
-    let t = TempDir::copy_of("link", &fixture("ndr"));
+    let t = TempDir::copy_of("link", &fixture("sysfs/ndr"));
     let port = port_dir(t.root(), "mlx5_0", 1);
     // A counter that cannot be read as a file, and one that is not a number.
     fs::remove_file(port.join("counters/symbol_error")).unwrap();
@@ -266,7 +274,7 @@ fn unreadable_and_garbled_counters_are_skipped() {
 
 #[test]
 fn missing_port_has_no_counters_and_a_rate_error_naming_the_file() {
-    let root = fixture("ndr");
+    let root = fixture("sysfs/ndr");
     assert!(
         snapshot_error_counters(&root, "mlx5_0", 2)
             .counters
@@ -286,7 +294,7 @@ fn missing_port_has_no_counters_and_a_rate_error_naming_the_file() {
 
 #[test]
 fn unknown_rate_with_auto_fails() {
-    let t = TempDir::copy_of("link", &fixture("ndr"));
+    let t = TempDir::copy_of("link", &fixture("sysfs/ndr"));
     fs::remove_file(port_dir(t.root(), "mlx5_0", 1).join("rate")).unwrap();
     let v = run(t.root(), "mlx5_0", ExpectRate::Auto, 381.2, 1, || {});
     assert!(!v.pass);
@@ -303,7 +311,7 @@ fn unknown_rate_with_auto_fails() {
 
 #[test]
 fn garbled_rate_file_error_names_file_and_text() {
-    let t = TempDir::copy_of("link", &fixture("ndr"));
+    let t = TempDir::copy_of("link", &fixture("sysfs/ndr"));
     set(t.root(), "mlx5_0", "rate", "fast");
     let e = read_rate(t.root(), "mlx5_0", 1).unwrap_err();
     let msg = e.to_string();
@@ -314,7 +322,7 @@ fn garbled_rate_file_error_names_file_and_text() {
 
 #[test]
 fn bidirectional_expects_twice_the_rate() {
-    let root = fixture("ndr");
+    let root = fixture("sysfs/ndr");
     let v = run(&root, "mlx5_0", ExpectRate::Auto, 700.0, 2, || {});
     assert!(!v.pass);
     assert_eq!(v.threshold_gbps, Some(720.0));
@@ -331,7 +339,7 @@ fn bidirectional_expects_twice_the_rate() {
 #[test]
 fn verdict_serialises_for_json_reports() {
     let v = run(
-        &fixture("hdr-2x"),
+        &fixture("sysfs/hdr-2x"),
         "mlx5_1",
         ExpectRate::Gbps(200.0),
         99.0,

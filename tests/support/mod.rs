@@ -263,6 +263,13 @@ pub fn connect_to_server(port: u16) -> std::net::TcpStream {
     }
 }
 
+/// A path below `tests/fixtures/`, e.g. `fixture("sysfs/ndr")`.
+pub fn fixture(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path)
+}
+
 /// A free TCP port on loopback (bound and released), never one this
 /// process has handed out before: tests running side by side (libtest's
 /// threads, or a test's own) could otherwise draw the same port, the
