@@ -319,10 +319,6 @@ impl Report for PromFile {
     fn end(&mut self) -> io::Result<()> {
         self.write()
     }
-
-    fn interrupted(&mut self, _record: &InterruptedRecord) -> io::Result<()> {
-        self.write()
-    }
 }
 
 /// perftest's `-W/--report-counters`: after each size, the change of
