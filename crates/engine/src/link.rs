@@ -69,6 +69,14 @@ fn in_file(path: &Option<PathBuf>) -> String {
     }
 }
 
+/// What the kernel's rate text says in parentheses, trimmed: `4X NDR` of
+/// `400 Gb/sec (4X NDR)`.
+pub fn rate_detail(text: &str) -> Option<&str> {
+    let (_, rest) = text.split_once('(')?;
+    let (inside, _) = rest.split_once(')')?;
+    Some(inside.trim())
+}
+
 /// A negotiated link rate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LinkRate {
@@ -81,12 +89,7 @@ pub struct LinkRate {
 impl LinkRate {
     /// The rate for a reason: `100 Gb/s (2X HDR)`.
     fn describe(&self) -> String {
-        let detail = self
-            .text
-            .split_once('(')
-            .and_then(|(_, rest)| rest.split_once(')'))
-            .map(|(inside, _)| inside.trim())
-            .filter(|inside| !inside.is_empty());
+        let detail = rate_detail(&self.text).filter(|inside| !inside.is_empty());
         match detail {
             Some(d) => format!("{} Gb/s ({d})", self.gbps),
             None => format!("{} Gb/s", self.gbps),

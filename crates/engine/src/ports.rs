@@ -614,9 +614,7 @@ pub fn error_rises(
 
 /// `("4X", "NDR")` of `400 Gb/sec (4X NDR)`.
 fn rate_detail(rate: &str) -> Option<(&str, &str)> {
-    let (_, rest) = rate.split_once('(')?;
-    let (inside, _) = rest.split_once(')')?;
-    let mut words = inside.split_whitespace();
+    let mut words = crate::link::rate_detail(rate)?.split_whitespace();
     let width = words.next()?;
     let speed = words.next()?;
     Some((width, speed))
