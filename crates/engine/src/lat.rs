@@ -495,6 +495,20 @@ pub struct LatStats {
     pub system_cpu_util_pct: Option<f64>,
 }
 
+impl LatStats {
+    /// The reported percentiles (p50, p90, p99, p99.9, p99.99),
+    /// microseconds, in the order of [`REPORTED`].
+    pub fn percentiles_us(&self) -> [f64; 5] {
+        [
+            self.p50_us,
+            self.p90_us,
+            self.p99_us,
+            self.p99_9_us,
+            self.p99_99_us,
+        ]
+    }
+}
+
 /// Which figure a threshold applies to (`--percentile`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Percentile {
@@ -519,16 +533,9 @@ impl Percentile {
             Percentile::Max => stats.t_max_us,
             Percentile::Avg => stats.t_avg_us,
             Percentile::P(p) => {
-                let values = [
-                    stats.p50_us,
-                    stats.p90_us,
-                    stats.p99_us,
-                    stats.p99_9_us,
-                    stats.p99_99_us,
-                ];
                 REPORTED
                     .iter()
-                    .zip(values)
+                    .zip(stats.percentiles_us())
                     .find(|&(&q, _)| q >= p)
                     .map_or(stats.t_max_us, |(_, v)| v)
             }

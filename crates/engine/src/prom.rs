@@ -776,14 +776,17 @@ fn rdmaperf_port(e: &mut Exposition, device: &str, port: &PortState) {
 // Result metrics
 // ---------------------------------------------------------------------
 
-/// The quantiles [`LatStats`] holds: `(quantile, microseconds)`.
+/// The quantiles [`LatStats`] holds: `(quantile, microseconds)`. The
+/// quantiles are written out, not divided from the percentiles: `99.9 /
+/// 100.0` is not the `0.999` the label must show.
 fn latency_quantiles(s: &LatStats) -> [(f64, f64); 5] {
+    let [p50, p90, p99, p99_9, p99_99] = s.percentiles_us();
     [
-        (0.5, s.p50_us),
-        (0.9, s.p90_us),
-        (0.99, s.p99_us),
-        (0.999, s.p99_9_us),
-        (0.9999, s.p99_99_us),
+        (0.5, p50),
+        (0.9, p90),
+        (0.99, p99),
+        (0.999, p99_9),
+        (0.9999, p99_99),
     ]
 }
 
