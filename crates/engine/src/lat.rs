@@ -532,13 +532,11 @@ impl Percentile {
             Percentile::Median => stats.t_typical_us,
             Percentile::Max => stats.t_max_us,
             Percentile::Avg => stats.t_avg_us,
-            Percentile::P(p) => {
-                REPORTED
-                    .iter()
-                    .zip(stats.percentiles_us())
-                    .find(|&(&q, _)| q >= p)
-                    .map_or(stats.t_max_us, |(_, v)| v)
-            }
+            Percentile::P(p) => REPORTED
+                .iter()
+                .zip(stats.percentiles_us())
+                .find(|&(&q, _)| q >= p)
+                .map_or(stats.t_max_us, |(_, v)| v),
         }
     }
 }
