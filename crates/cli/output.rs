@@ -291,10 +291,9 @@ impl PromFile {
         let mut text = self.metrics.render();
         // This side's port, read now (a device sysfs does not show, as a
         // fixture root in tests, adds nothing).
-        if let Ok(mut devices) = crate::sysfs::read_devices(&self.sysfs_root, Some(&self.device)) {
-            for d in &mut devices {
-                d.ports.retain(|p| p.port == self.port);
-            }
+        if let Ok(devices) =
+            crate::sysfs::read_devices(&self.sysfs_root, Some(&self.device), Some(self.port))
+        {
             text.push_str(&engine::prom::port_metrics(&devices).render());
         }
         crate::write_atomically("--prom", &self.path, &text)

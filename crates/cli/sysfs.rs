@@ -163,8 +163,13 @@ fn gid_table(port_dir: &Path) -> Vec<engine::ports::GidEntry> {
 }
 
 /// One device's sysfs directory as [`engine::ports::DeviceState`] (no
-/// MTUs: those come from the verbs, see [`add_mtus`]).
-pub fn read_device(dev_dir: &Path, name: &str) -> engine::ports::DeviceState {
+/// MTUs: those come from the verbs, see [`add_mtus`]), with every port or
+/// only `only_port` (the others are not read).
+pub fn read_device(
+    dev_dir: &Path,
+    name: &str,
+    only_port: Option<u8>,
+) -> engine::ports::DeviceState {
     let device_link = dev_dir.join("device");
     let pci_address = fs::read_link(&device_link)
         .ok()
@@ -183,6 +188,9 @@ pub fn read_device(dev_dir: &Path, name: &str) -> engine::ports::DeviceState {
         let Ok(port) = p.parse::<u8>() else {
             continue;
         };
+        if only_port.is_some_and(|only| only != port) {
+            continue;
+        }
         let dir = dev_dir.join("ports").join(&p);
         let gids = gid_table(&dir);
         let netdev = gids
@@ -220,7 +228,8 @@ pub fn read_device(dev_dir: &Path, name: &str) -> engine::ports::DeviceState {
 }
 
 /// Every RDMA device under `<sysfs_root>/class/infiniband` (or only
-/// `only`), sorted by name.
+/// `only`), sorted by name, with every port (or only port `only_port`:
+/// a device without it has no ports).
 ///
 /// # Errors
 /// [`InventoryError`]: the directory cannot be listed, holds no device,
@@ -228,6 +237,7 @@ pub fn read_device(dev_dir: &Path, name: &str) -> engine::ports::DeviceState {
 pub fn read_devices(
     sysfs_root: &Path,
     only: Option<&str>,
+    only_port: Option<u8>,
 ) -> Result<Vec<engine::ports::DeviceState>, InventoryError> {
     let dir = sysfs_root.join("class/infiniband");
     if let Err(source) = fs::read_dir(&dir) {
@@ -252,7 +262,7 @@ pub fn read_devices(
     Ok(names
         .iter()
         .filter(|n| only.is_none_or(|w| w == n.as_str()))
-        .map(|n| read_device(&dir.join(n), n))
+        .map(|n| read_device(&dir.join(n), n, only_port))
         .collect())
 }
 

@@ -152,7 +152,7 @@ pub fn run(args: &NcclArgs) -> anyhow::Result<u8> {
         Some(path) => Some(read_flag_file("--log", path)?),
         None => None,
     };
-    let devices = match crate::sysfs::read_devices(&args.sysfs.sysfs_root, None) {
+    let devices = match crate::sysfs::read_devices(&args.sysfs.sysfs_root, None, None) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("rdmaperf: warning: {e}; checking against a machine without RDMA devices");

@@ -73,19 +73,14 @@ pub fn read(
     device: Option<&str>,
     port: Option<u8>,
 ) -> anyhow::Result<Vec<DeviceState>> {
-    let mut devices = read_devices(&sysfs.sysfs_root, device).map_err(|e| match e {
+    let mut devices = read_devices(&sysfs.sysfs_root, device, port).map_err(|e| match e {
         InventoryError::NoSuchDevice { .. } => UsageError(format!("-d/--ib-dev: {e}")).into(),
         other => anyhow::Error::new(other),
     })?;
-    if let Some(p) = port {
-        for d in &mut devices {
-            d.ports.retain(|x| x.port == p);
-        }
-        if devices.iter().all(|d| d.ports.is_empty()) {
-            return Err(
-                UsageError(format!("-i/--ib-port: no port {p} on the devices read")).into(),
-            );
-        }
+    if let Some(p) = port
+        && devices.iter().all(|d| d.ports.is_empty())
+    {
+        return Err(UsageError(format!("-i/--ib-port: no port {p} on the devices read")).into());
     }
     if sysfs.is_live() {
         for problem in add_mtus(&mut devices) {
