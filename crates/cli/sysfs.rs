@@ -83,7 +83,7 @@ pub enum InventoryError {
 }
 
 /// A sysfs attribute, trimmed; `None` when absent, unreadable or empty.
-fn attr(path: &Path) -> Option<String> {
+pub(crate) fn attr(path: &Path) -> Option<String> {
     let text = fs::read_to_string(path).ok()?;
     let text = text.trim();
     (!text.is_empty()).then(|| text.to_owned())

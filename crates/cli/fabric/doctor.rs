@@ -90,12 +90,10 @@ pub fn read_interfaces(sysfs: &super::SysfsArgs) -> Vec<nccl::NetInterface> {
     names
         .into_iter()
         .map(|name| {
-            let oper = std::fs::read_to_string(dir.join(&name).join("operstate"))
-                .map(|s| s.trim().to_owned())
-                .unwrap_or_default();
-            let flags = std::fs::read_to_string(dir.join(&name).join("flags"))
-                .ok()
-                .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok());
+            let attr = |file| crate::sysfs::attr(&dir.join(&name).join(file));
+            let oper = attr("operstate").unwrap_or_default();
+            let flags = attr("flags")
+                .and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok());
             // IFF_UP (0x1): administratively up; "unknown" operstate is
             // what lo and many virtual devices report while working.
             let up = oper == "up" || (oper == "unknown" && flags.is_some_and(|f| f & 1 == 1));
@@ -169,20 +167,20 @@ pub fn run(args: &NcclArgs) -> anyhow::Result<u8> {
     if let Some(l) = &log {
         findings.extend(l.findings());
     }
-    let failed = nccl::has_errors(&findings);
+    let report = nccl::Report::new(findings, log);
+    let failed = report.summary.errors > 0;
     let mut out = std::io::BufWriter::new(crate::output::Stdout);
     if args.json {
-        let report = nccl::Report::new(findings, log);
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
         eprintln!(
             "rdmaperf doctor nccl: the NCCL variables of {source}, checked against this machine"
         );
-        for f in &findings {
+        for f in &report.findings {
             writeln!(out, "{}", f.line())?;
         }
-        let s = nccl::Summary::of(&findings);
+        let s = report.summary;
         writeln!(
             out,
             "doctor nccl: {} error(s), {} warning(s), {} note(s)",

@@ -133,6 +133,12 @@ impl Finding {
         self
     }
 
+    /// The same, with `fix` as its fix.
+    fn with_fix_opt(mut self, fix: Option<String>) -> Self {
+        self.fix = fix;
+        self
+    }
+
     /// One line of text: `error   NCCL_IB_HCA=mlx5: <message> — fix: <fix>`.
     pub fn line(&self) -> String {
         let mut s = format!("{:<7} {}", self.severity, self.variable);
@@ -560,20 +566,26 @@ fn nccl_int(s: &str) -> Option<NcclInt> {
     })
 }
 
-/// The integer of `var`=`value`, or the error finding saying it is not
-/// one; a warning in `extra` when NCCL reads it other than it looks.
-fn int_of(var: &str, value: &str, extra: &mut Vec<Finding>) -> Result<i64, Finding> {
+/// The integer of `var`=`value`, or `None` after an error finding in
+/// `out` saying it is not one; a warning in `out` when NCCL reads it other
+/// than it looks.
+fn int_of(var: &str, value: &str, out: &mut Vec<Finding>) -> Option<i64> {
     match nccl_int(value) {
-        None => Err(Finding::new(
-            Severity::Error,
-            var,
-            format!(
-                "{value:?} is not an integer: NCCL reads it with strtoll(.., 0), which \
-                 yields 0 for a value without digits (newer typed parameters reject it and \
-                 keep the default)"
-            ),
-        )
-        .with_value(value)),
+        None => {
+            out.push(
+                Finding::new(
+                    Severity::Error,
+                    var,
+                    format!(
+                        "{value:?} is not an integer: NCCL reads it with strtoll(.., 0), which \
+                         yields 0 for a value without digits (newer typed parameters reject it \
+                         and keep the default)"
+                    ),
+                )
+                .with_value(value),
+            );
+            None
+        }
         Some(n) => {
             if n.radix != 10 {
                 let base = if n.radix == 16 {
@@ -581,7 +593,7 @@ fn int_of(var: &str, value: &str, extra: &mut Vec<Finding>) -> Result<i64, Findi
                 } else {
                     "octal"
                 };
-                extra.push(
+                out.push(
                     Finding::new(
                         Severity::Warning,
                         var,
@@ -596,7 +608,7 @@ fn int_of(var: &str, value: &str, extra: &mut Vec<Finding>) -> Result<i64, Findi
                 );
             }
             if n.trailing {
-                extra.push(
+                out.push(
                     Finding::new(
                         Severity::Warning,
                         var,
@@ -610,20 +622,14 @@ fn int_of(var: &str, value: &str, extra: &mut Vec<Finding>) -> Result<i64, Findi
                     .with_fix(format!("{var}={}", n.value)),
                 );
             }
-            Ok(n.value)
+            Some(n.value)
         }
     }
 }
 
 /// Checks that `var`=`value` is an integer in `lo..=hi`.
 fn range_check(var: &str, value: &str, lo: i64, hi: i64, out: &mut Vec<Finding>) -> Option<i64> {
-    let n = match int_of(var, value, out) {
-        Ok(n) => n,
-        Err(f) => {
-            out.push(f);
-            return None;
-        }
-    };
+    let n = int_of(var, value, out)?;
     if n < lo || n > hi {
         out.push(
             Finding::new(
@@ -667,29 +673,15 @@ fn active_ports(machine: &Machine) -> Vec<Sel<'_>> {
         .collect()
 }
 
-fn gid_bytes(g: &GidEntry) -> Option<[u8; 16]> {
-    crate::gid::parse_sysfs_gid(&g.gid)
-}
-
-/// A GID entry that is really there (not all zeros).
-fn gid_valid(g: &GidEntry) -> bool {
-    gid_bytes(g).is_some_and(|b| b != [0; 16])
-}
-
-fn gid_ipv4(g: &GidEntry) -> Option<String> {
-    g.ipv4
-        .clone()
-        .or_else(|| crate::gid::ipv4_of(&gid_bytes(g)?).map(|a| a.to_string()))
-}
+// `PortState::gids` holds only valid (non-zero) entries, each with its
+// IPv4 address when IPv4-mapped (`GidEntry::ipv4`).
 
 fn gid_link_local(g: &GidEntry) -> bool {
-    gid_bytes(g).is_some_and(|b| crate::gid::is_link_local(&b))
+    crate::gid::parse_sysfs_gid(&g.gid).is_some_and(|b| crate::gid::is_link_local(&b))
 }
 
 fn gid_at(port: &PortState, index: i64) -> Option<&GidEntry> {
-    port.gids
-        .iter()
-        .find(|g| i64::from(g.index) == index && gid_valid(g))
+    port.gids.iter().find(|g| i64::from(g.index) == index)
 }
 
 /// The GID index NCCL's automatic choice (`NCCL_IB_GID_INDEX=-1`,
@@ -699,7 +691,7 @@ fn gid_at(port: &PortState, index: i64) -> Option<&GidEntry> {
 /// wanted RoCE version replaces one of another version. (The
 /// `NCCL_IB_ADDR_RANGE` subnet filter is not applied here.)
 fn auto_gid_index(port: &PortState, want_v4: bool, want_version: i64) -> u32 {
-    let fam_v4 = |g: Option<&GidEntry>| g.is_some_and(|g| gid_ipv4(g).is_some());
+    let fam_v4 = |g: Option<&GidEntry>| g.is_some_and(|g| g.ipv4.is_some());
     let version = |g: Option<&GidEntry>| g.and_then(GidEntry::roce_version).map(i64::from);
     let max = port.gids.iter().map(|g| g.index).max().unwrap_or(0);
     let mut cur = 0u32;
@@ -719,7 +711,7 @@ fn auto_gid_index(port: &PortState, want_v4: bool, want_version: i64) -> u32 {
 
 fn describe_gid(g: &GidEntry) -> String {
     let kind = g.kind.as_deref().unwrap_or("type unknown");
-    match gid_ipv4(g) {
+    match g.ipv4.as_deref() {
         Some(v4) => format!("{kind}, IPv4 {v4}"),
         None if gid_link_local(g) => format!("{kind}, link-local {}", g.gid),
         None => format!("{kind}, {}", g.gid),
@@ -749,7 +741,7 @@ pub fn check(env: &EnvBlock, machine: &Machine) -> Vec<Finding> {
         duplicates(env, var, &mut out);
         let (name, value) = (var.name.as_str(), var.value.as_str());
         match name {
-            "NCCL_IB_HCA" => check_ib_hca(value, machine, &mut out),
+            "NCCL_IB_HCA" => check_ib_hca(value, machine, &selected, &mut out),
             "NCCL_SOCKET_IFNAME" => check_socket_ifname(value, machine, &selected, &mut out),
             "NCCL_IB_GID_INDEX" => check_gid_index(value, env, machine, &selected, &mut out),
             "NCCL_IB_TIMEOUT" => check_timeout(value, env, &mut out),
@@ -782,25 +774,28 @@ pub fn check(env: &EnvBlock, machine: &Machine) -> Vec<Finding> {
             "NCCL_NET_GDR_LEVEL" => check_gdr_level(name, value, machine, &mut out),
             "NCCL_DEBUG" => check_debug(value, &mut out),
             "NCCL_DEBUG_SUBSYS" => check_debug_subsys(value, &mut out),
-            "NCCL_IB_DISABLE" => match int_of(name, value, &mut out) {
-                Err(f) => out.push(f),
-                Ok(0) => {}
-                Ok(_) => out.push(
-                    Finding::new(
-                        Severity::Warning,
-                        name,
-                        "disables NCCL's IB/RoCE transport: inter-node traffic goes \
+            "NCCL_IB_DISABLE" => {
+                if let Some(n) = int_of(name, value, &mut out)
+                    && n != 0
+                {
+                    out.push(
+                        Finding::new(
+                            Severity::Warning,
+                            name,
+                            "disables NCCL's IB/RoCE transport: inter-node traffic goes \
                                  over TCP sockets",
-                    )
-                    .with_value(value)
-                    .with_fix(format!("unset {name} (or {name}=0)")),
-                ),
-            },
+                        )
+                        .with_value(value)
+                        .with_fix(format!("unset {name} (or {name}=0)")),
+                    );
+                }
+            }
             _ => deprecated_or_unknown(var, &mut out),
         }
     }
+    // Unset, NCCL_IB_HCA selects every ACTIVE port.
     if env.get("NCCL_IB_HCA").is_none()
-        && active_ports(machine).is_empty()
+        && selected.is_empty()
         && env.get("NCCL_IB_DISABLE").is_none()
     {
         let why = if machine.devices.is_empty() {
@@ -870,7 +865,8 @@ fn selected_ports<'a>(env: &EnvBlock, machine: &'a Machine) -> Vec<Sel<'a>> {
 
 const NO_DEVICE: &str = "NCCL logs \"NET/IB : No device found.\" and falls back to sockets";
 
-fn check_ib_hca(value: &str, machine: &Machine, out: &mut Vec<Finding>) {
+/// `selected`: the ports `value` selects ([`selected_ports`]).
+fn check_ib_hca(value: &str, machine: &Machine, selected: &[Sel<'_>], out: &mut Vec<Finding>) {
     const VAR: &str = "NCCL_IB_HCA";
     let list = NameList::parse(value, MAX_IB_DEVS);
     let names = || machine.devices.iter().map(|d| d.name.as_str());
@@ -990,11 +986,6 @@ fn check_ib_hca(value: &str, machine: &Machine, out: &mut Vec<Finding>) {
     if any_entry_matched || list.exclude {
         out.extend(unmatched);
     }
-    let sel: Vec<Sel<'_>> = active
-        .iter()
-        .copied()
-        .filter(|(d, p)| list.selects(&d.name, Some(p.port)))
-        .collect();
     // Ports the list names that NCCL skips (not ACTIVE).
     let skipped: Vec<String> = machine
         .devices
@@ -1010,7 +1001,7 @@ fn check_ib_hca(value: &str, machine: &Machine, out: &mut Vec<Finding>) {
             )
         })
         .collect();
-    if sel.is_empty() {
+    if selected.is_empty() {
         let why = if !any_entry_matched && !list.exclude && !list.entries.is_empty() {
             format!("matches no RDMA device here ({devices})")
         } else if !skipped.is_empty() {
@@ -1020,19 +1011,21 @@ fn check_ib_hca(value: &str, machine: &Machine, out: &mut Vec<Finding>) {
         } else {
             format!("selects none of the ACTIVE ports ({devices})")
         };
-        let mut f =
-            Finding::new(Severity::Error, VAR, format!("{why}; {NO_DEVICE}")).with_value(value);
-        f.fix = fix.or_else(|| {
-            Some(if machine.devices.is_empty() {
+        let fix = fix.unwrap_or_else(|| {
+            if machine.devices.is_empty() {
                 format!("no RDMA device here: NCCL can only use sockets; unset {VAR}")
             } else {
                 "bring an RDMA port to ACTIVE first (see `rdmaperf ports`)".to_owned()
-            })
+            }
         });
-        out.push(f);
+        out.push(
+            Finding::new(Severity::Error, VAR, format!("{why}; {NO_DEVICE}"))
+                .with_value(value)
+                .with_fix(fix),
+        );
         return;
     }
-    let labels: Vec<String> = sel.iter().map(|(d, p)| port_label(d, p)).collect();
+    let labels: Vec<String> = selected.iter().map(|(d, p)| port_label(d, p)).collect();
     let mut msg = format!("NCCL uses {}", labels.join(", "));
     if !skipped.is_empty() {
         msg.push_str(&format!("; skips {} (not ACTIVE)", skipped.join(", ")));
@@ -1129,17 +1122,18 @@ fn check_socket_ifname(
         .filter(|i| list.selects(&i.name, None))
         .collect();
     if sel.is_empty() {
-        let mut f = Finding::new(
-            Severity::Error,
-            VAR,
-            format!(
-                "selects no interface here ({listing}); NCCL's bootstrap fails: \"Bootstrap : \
-                 no socket interface found\""
-            ),
-        )
-        .with_value(value);
-        f.fix = fix;
-        out.push(f);
+        out.push(
+            Finding::new(
+                Severity::Error,
+                VAR,
+                format!(
+                    "selects no interface here ({listing}); NCCL's bootstrap fails: \
+                     \"Bootstrap : no socket interface found\""
+                ),
+            )
+            .with_value(value)
+            .with_fix_opt(fix),
+        );
         return;
     }
     if !list.exclude {
@@ -1177,14 +1171,15 @@ fn check_socket_ifname(
             "has no IP address (NCCL only considers interfaces with one, so bootstrap would \
              find none)"
         };
-        let mut f = Finding::new(
-            Severity::Warning,
-            VAR,
-            format!("selects {}, which {why}", names_of(&sel)),
-        )
-        .with_value(value);
-        f.fix = fix;
-        out.push(f);
+        out.push(
+            Finding::new(
+                Severity::Warning,
+                VAR,
+                format!("selects {}, which {why}", names_of(&sel)),
+            )
+            .with_value(value)
+            .with_fix_opt(fix),
+        );
         return;
     }
     for i in &sel {
@@ -1237,12 +1232,8 @@ fn check_gid_index(
     out: &mut Vec<Finding>,
 ) {
     const VAR: &str = "NCCL_IB_GID_INDEX";
-    let index = match int_of(VAR, value, out) {
-        Ok(i) => i,
-        Err(f) => {
-            out.push(f);
-            return;
-        }
+    let Some(index) = int_of(VAR, value, out) else {
+        return;
     };
     // The ports it applies to: those NCCL_IB_HCA selects, or (when that
     // selects none: its own error) every ACTIVE port.
@@ -1331,7 +1322,6 @@ fn check_gid_index(
                 let have: Vec<String> = p
                     .gids
                     .iter()
-                    .filter(|g| gid_valid(g))
                     .map(|g| format!("{} = {}", g.index, describe_gid(g)))
                     .collect();
                 let have = if have.is_empty() {
@@ -1351,7 +1341,7 @@ fn check_gid_index(
                     describe_gid(g)
                 ));
             }
-            Some(g) if gid_ipv4(g).is_none() && gid_link_local(g) => {
+            Some(g) if g.ipv4.is_none() && gid_link_local(g) => {
                 worst = worst.max(Severity::Warning);
                 parts.push(format!(
                     "GID {index} on {at} is {}: link-local, routable only on one L2 segment \
@@ -1362,11 +1352,11 @@ fn check_gid_index(
             Some(g) => parts.push(format!("GID {index} on {at} is {}", describe_gid(g))),
         }
     }
-    let mut f = Finding::new(worst, VAR, parts.join("; ")).with_value(value);
-    if worst > Severity::Note {
-        f.fix = fix;
-    }
-    out.push(f);
+    out.push(
+        Finding::new(worst, VAR, parts.join("; "))
+            .with_value(value)
+            .with_fix_opt(fix.filter(|_| worst > Severity::Note)),
+    );
 }
 
 /// The GID index to suggest for the Ethernet ports `eth`: one index that
@@ -1379,7 +1369,7 @@ fn gid_fix(eth: &[Sel<'_>]) -> Option<String> {
         let mut idx: Vec<u32> = first
             .gids
             .iter()
-            .filter(|g| gid_valid(g) && pred(g))
+            .filter(|g| pred(g))
             .map(|g| g.index)
             .collect();
         idx.sort_unstable();
@@ -1389,7 +1379,7 @@ fn gid_fix(eth: &[Sel<'_>]) -> Option<String> {
         })
     };
     let v2 = |g: &GidEntry| g.roce_version() == Some(2);
-    if let Some(i) = common(&|g| v2(g) && gid_ipv4(g).is_some()) {
+    if let Some(i) = common(&|g| v2(g) && g.ipv4.is_some()) {
         return Some(format!(
             "{VAR}={i} (RoCE v2 with an IPv4 address; or unset it on NCCL ≥ 2.21, which picks \
              it itself)"
@@ -1411,12 +1401,8 @@ pub fn ib_timeout_seconds(t: u32) -> f64 {
 
 fn check_timeout(value: &str, env: &EnvBlock, out: &mut Vec<Finding>) {
     const VAR: &str = "NCCL_IB_TIMEOUT";
-    let t = match int_of(VAR, value, out) {
-        Ok(t) => t,
-        Err(f) => {
-            out.push(f);
-            return;
-        }
+    let Some(t) = int_of(VAR, value, out) else {
+        return;
     };
     if !(1..=31).contains(&t) {
         out.push(
@@ -1457,29 +1443,27 @@ fn check_timeout(value: &str, env: &EnvBlock, out: &mut Vec<Finding>) {
         secs(per_try),
         secs(per_try * retry as f64),
     );
-    let (sev, extra, fix) = if t > 24 {
+    let (sev, extra) = if t > 24 {
         (
             Severity::Warning,
             "; that long, a job hangs for minutes before reporting a dead peer",
-            Some(format!(
-                "{VAR}=20 (NCCL's default since 2.23; 18 in 2.14-2.22)"
-            )),
         )
     } else if t < 14 {
         (
             Severity::Warning,
             "; that short, congestion or a switch reboot gives spurious \
              IBV_WC_RETRY_EXC_ERR (error 12)",
-            Some(format!(
-                "{VAR}=20 (NCCL's default since 2.23; 18 in 2.14-2.22)"
-            )),
         )
     } else {
-        (Severity::Note, "", None)
+        (Severity::Note, "")
     };
-    let mut f = Finding::new(sev, VAR, format!("{timing}{extra}")).with_value(value);
-    f.fix = fix;
-    out.push(f);
+    let fix = (sev == Severity::Warning)
+        .then(|| format!("{VAR}=20 (NCCL's default since 2.23; 18 in 2.14-2.22)"));
+    out.push(
+        Finding::new(sev, VAR, format!("{timing}{extra}"))
+            .with_value(value)
+            .with_fix_opt(fix),
+    );
 }
 
 /// Seconds, shortly: `17.18 s`, `137 s`, `4.0 ms`.
@@ -1541,8 +1525,6 @@ fn check_tc(var: &str, value: &str, out: &mut Vec<Finding>) {
 /// documented ones first.
 const GDR_DOCUMENTED: [&str; 5] = ["LOC", "PIX", "PXB", "PHB", "SYS"];
 const GDR_INTERNAL: [&str; 5] = ["NVL", "NVB", "C2C", "P2C", "PXN"];
-/// Legacy integers: `levelsOldToNew` (graph/paths.cc), > 4 = SYS.
-const GDR_LEGACY: [&str; 5] = ["LOC", "PIX", "PXB", "PHB", "SYS"];
 
 fn gdr_meaning(level: &str) -> &'static str {
     match level {
@@ -1566,13 +1548,14 @@ fn check_gdr_level(var: &str, value: &str, machine: &Machine, out: &mut Vec<Find
         Some((n, None))
     } else if value.as_bytes().first().is_some_and(u8::is_ascii_digit) {
         // paths.cc: `strtol(str, NULL, 0)` when the first character is a
-        // digit, through `levelsOldToNew`.
+        // digit, through `levelsOldToNew`, which maps 0-4 to the documented
+        // names in order (> 4 = SYS).
         nccl_int(value).map(|n| {
             let i = usize::try_from(n.value)
                 .unwrap_or(usize::MAX)
-                .min(GDR_LEGACY.len() - 1);
+                .min(GDR_DOCUMENTED.len() - 1);
             (
-                GDR_LEGACY[i],
+                GDR_DOCUMENTED[i],
                 Some(
                     "integer levels are discouraged: their mapping changed across NCCL \
                      versions (an older table had 3 = same root complex)",
@@ -1621,9 +1604,11 @@ fn check_gdr_level(var: &str, value: &str, machine: &Machine, out: &mut Vec<Find
         );
         fix.get_or_insert_with(|| "modprobe nvidia_peermem".to_owned());
     }
-    let mut f = Finding::new(sev, var, msg).with_value(value);
-    f.fix = fix;
-    out.push(f);
+    out.push(
+        Finding::new(sev, var, msg)
+            .with_value(value)
+            .with_fix_opt(fix),
+    );
 }
 
 const DEBUG_LEVELS: [&str; 5] = ["VERSION", "WARN", "INFO", "ABORT", "TRACE"];
@@ -1840,16 +1825,13 @@ fn deprecated_or_unknown(var: &EnvVar, out: &mut Vec<Finding>) {
              TORCH_NCCL_ASYNC_ERROR_HANDLING)",
         )),
         _ if KNOWN.contains(&name) => {}
-        _ => {
-            let mut finding = f(
+        _ => out.push(
+            f(
                 Severity::Warning,
                 "not an NCCL variable (typo?): NCCL ignores it",
-            );
-            if let Some(close) = closest_known(name) {
-                finding.fix = Some(format!("{close}={value}"));
-            }
-            out.push(finding);
-        }
+            )
+            .with_fix_opt(closest_known(name).map(|close| format!("{close}={value}"))),
+        ),
     }
 }
 
