@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
+use engine::bw::Unit;
 use engine::clock::ClockChoice;
 use engine::config::{BwConfig, DurationMode, TestConfig};
 use engine::lat::{LatConfig, Percentile, parse_max_latency};
@@ -16,6 +17,10 @@ use engine::perftest_json::OutputFigure;
 use engine::spec::{Metric, TestSpec, Verb};
 
 use crate::UsageError;
+use crate::options::{
+    Configuration, ConnectionOptions, DeviceSelection, LocalOptions, OutputPlan, RoleOptions,
+    RunOptions, VerdictPlan,
+};
 
 /// Flags that select a device and port, with perftest's names.
 #[derive(Debug, Clone, Args)]
@@ -123,8 +128,8 @@ pub struct Cli {
     /// Worker threads the QPs are spread over.
     #[arg(long = "threads", default_value_t = 1)]
     pub threads: u32,
-    /// Send queue depth per QP.
-    #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
+    /// Send queue depth per QP (its default is the test's: [`command`]).
+    #[arg(short = 't', long = "tx-depth", default_value = "0")]
     pub tx_depth: u32,
     /// Request a completion every N work requests (default 100, 1 above 8 KiB, at most the tx depth).
     #[arg(short = 'Q', long = "cq-mod")]
@@ -404,6 +409,7 @@ pub fn command(spec: TestSpec) -> clap::Command {
             };
             a.help(format!("Iterations per size ({what}; default {})", d.iters))
         })
+        .mut_arg("tx_depth", |a| a.default_value(d.tx_depth.to_string()))
         .mut_arg("inline_size", |a| {
             a.help(match spec.metric {
                 Metric::Lat => format!(
@@ -558,20 +564,17 @@ pub struct Adjusted<C> {
 }
 
 impl<C> Adjusted<C> {
-    /// Prints the notes on stderr and returns the configuration.
-    pub fn announce(self, spec: TestSpec) -> C {
-        for n in &self.notes {
-            eprintln!("{spec}: note: {n}");
+    /// The same adjustments of another value.
+    pub fn map<D>(self, f: impl FnOnce(C) -> D) -> Adjusted<D> {
+        Adjusted {
+            config: f(self.config),
+            notes: self.notes,
         }
-        self.config
     }
 }
 
 /// perftest's warning when it will not measure the peak.
 pub const NO_PEAK_WARNING: &str = "WARNING: BW peak won't be measured in this run.";
-
-/// Iterations above which perftest stops measuring the peak.
-pub const PEAK_ITERS_LIMIT: u64 = 20_000;
 
 impl Cli {
     /// The sizes to run: the `-a` sweep (which overrides `-s`, as in
@@ -623,12 +626,6 @@ impl Cli {
     /// The iterations: `-n` or the test's default.
     fn iters(&self, spec: TestSpec) -> u64 {
         self.run.iters.unwrap_or(spec.defaults().iters)
-    }
-
-    /// Whether the bandwidth table shows a peak: not with `-N`, `-D`, or
-    /// more than 20 000 iterations (perftest's rules; it prints 0.00).
-    pub fn shows_peak(&self, cfg: &BwConfig) -> bool {
-        !self.no_peak && cfg.duration.is_none() && cfg.iters <= PEAK_ITERS_LIMIT
     }
 
     /// The bandwidth configuration the flags describe (client side); `outs`
@@ -725,7 +722,7 @@ impl Cli {
             )));
         }
         let cfg = self.checked(spec, cfg)?;
-        if !self.no_peak && !self.shows_peak(&cfg) {
+        if !self.no_peak && !self.output_plan().shows_peak(&cfg) {
             notes.push(NO_PEAK_WARNING.into());
         }
         if self.cpu_util && cfg.duration.is_none() {
@@ -772,6 +769,121 @@ impl Cli {
             return Err(UsageError("-o/--outs: at least 1 outstanding read".into()));
         }
         Ok(cfg)
+    }
+}
+
+/// The options of a run, built once from the flags, with the lines to
+/// say on stderr first (perftest's adjustments, flags a server ignores).
+#[derive(Debug, Clone)]
+pub struct Built {
+    /// The options.
+    pub options: RunOptions,
+    /// Whole lines for stderr, e.g. `write_bw: note: ...`.
+    pub said: Vec<String>,
+}
+
+impl Parsed {
+    /// The typed options of `spec`'s run: the test configuration adjusted
+    /// as perftest adjusts it (client), with every flag resolved to what
+    /// the run uses.
+    ///
+    /// # Errors
+    /// A usage error naming the flag.
+    pub fn run_options(&self, spec: TestSpec) -> Result<Built, UsageError> {
+        let cli = &self.cli;
+        let mut said = Vec::new();
+        let (spec, role) = match &cli.conn.server {
+            Some(server) => {
+                // atomic_bw: -A picks the operation (the client's; a
+                // server runs what its client asks).
+                let spec = cli.atomic_type.map_or(spec, |v| spec.with_atomic(v));
+                let adjusted = match spec.metric {
+                    Metric::Bw => cli.bw_config(spec)?.map(Configuration::Bw),
+                    Metric::Lat => cli.lat_config(spec)?.map(Configuration::Lat),
+                };
+                said.extend(adjusted.notes.iter().map(|n| format!("{spec}: note: {n}")));
+                let role = RoleOptions::Client {
+                    server: server.clone(),
+                    config: adjusted.config,
+                };
+                (spec, role)
+            }
+            None => {
+                if !self.test_flags_given.is_empty() {
+                    said.push(format!(
+                        "{spec}: warning: test flags on the server are ignored ({}); the client's configuration is used",
+                        self.test_flags_given.join(", ")
+                    ));
+                }
+                (spec, RoleOptions::Server)
+            }
+        };
+        let options = RunOptions {
+            spec,
+            role,
+            devices: vec![DeviceSelection {
+                name: cli.device.ib_dev.clone(),
+                port: cli.device.ib_port,
+                gid_index: cli.conn.gid_index,
+            }],
+            connection: ConnectionOptions {
+                port: cli.conn.port,
+                bind: cli.conn.bind.clone(),
+                timeout: cli.conn.timeout,
+                accept_timeout: cli.conn.accept_timeout,
+                persistent: cli.conn.persistent,
+                retry_refused: true,
+                pkey_index: cli.conn.pkey_index,
+                qp_timeout: cli.conn.qp_timeout,
+            },
+            local: LocalOptions {
+                post_path: cli.post_path(),
+                huge_pages: cli.use_hugepages,
+                clock: cli.clock,
+                max_mem: cli.max_mem,
+                sysfs_root: cli.sysfs_root.clone(),
+                placement: cli.placement(),
+                explicit_inline: cli.inline_size.is_some(),
+                // --output: the number alone, as perftest (no banner).
+                banner: cli.output.is_none(),
+            },
+            output: cli.output_plan(),
+            verdicts: VerdictPlan {
+                expect_rate: cli.expect_rate,
+                min_efficiency: cli.min_efficiency,
+                limit_bw: cli.limit_bw,
+                limit_msgrate: cli.limit_msgrate,
+                max_latency: cli.max_latency,
+                percentile: cli.percentile,
+            },
+        };
+        Ok(Built { options, said })
+    }
+}
+
+impl Cli {
+    /// Where the results go and how they are shown.
+    fn output_plan(&self) -> OutputPlan {
+        OutputPlan {
+            stdout_table: true,
+            json: self.json.clone(),
+            out_json: self.out_json.then(|| self.out_json_file.clone()),
+            prom: self.prom.clone(),
+            report_counters: self.report_counters.clone(),
+            figure: self.output,
+            unit: if self.report_gbits {
+                Unit::Gbps
+            } else {
+                Unit::MibPerSec
+            },
+            no_peak: self.no_peak,
+            cpu_util: self.cpu_util,
+            report_both: self.report_both,
+            report_histogram: self.report_histogram,
+            report_unsorted: self.report_unsorted,
+            perftest_stats: self.perftest_stats,
+            json_histogram: self.json_histogram,
+        }
     }
 }
 
@@ -1045,7 +1157,7 @@ mod tests {
         let a = p.cli.bw_config(TestSpec::WRITE_BW).unwrap();
         assert_eq!(a.config.duration.unwrap().margin, 1.0);
         assert!(a.notes.iter().any(|n| n == NO_PEAK_WARNING));
-        assert!(!p.cli.shows_peak(&a.config));
+        assert!(!p.cli.output_plan().shows_peak(&a.config));
         let p = parse_args(TestSpec::WRITE_BW, &["-D", "2", "host"]).unwrap();
         assert_eq!(
             p.cli
@@ -1060,14 +1172,16 @@ mod tests {
         let p = parse_args(TestSpec::WRITE_BW, &["-n", "20001", "host"]).unwrap();
         assert!(
             !p.cli
+                .output_plan()
                 .shows_peak(&p.cli.bw_config(TestSpec::WRITE_BW).unwrap().config)
         );
         let p = parse_args(TestSpec::WRITE_BW, &["-N", "host"]).unwrap();
         let a = p.cli.bw_config(TestSpec::WRITE_BW).unwrap();
-        assert!(!p.cli.shows_peak(&a.config) && a.notes.is_empty());
+        assert!(!p.cli.output_plan().shows_peak(&a.config) && a.notes.is_empty());
         let p = parse_args(TestSpec::WRITE_BW, &["host"]).unwrap();
         assert!(
             p.cli
+                .output_plan()
                 .shows_peak(&p.cli.bw_config(TestSpec::WRITE_BW).unwrap().config)
         );
     }

@@ -15,6 +15,7 @@ pub mod fabric;
 pub mod inventory;
 pub mod measure;
 pub mod oob;
+pub mod options;
 pub mod output;
 pub mod perftest_flags;
 pub mod placement;

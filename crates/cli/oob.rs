@@ -11,6 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
+pub use engine::session::Bound;
 use engine::wire::{self, Message, WireError};
 use nix::sys::socket::{MsgFlags, recv};
 
@@ -126,71 +127,6 @@ impl io::Read for Deadlined<'_> {
     }
 }
 
-/// How long a wait for a message may last.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bound {
-    /// `--timeout` from now; heartbeats do not extend it.
-    Message,
-    /// A measured phase's deadline (its iterations or duration plus
-    /// `--timeout`, from its start barrier): heartbeats show the peer is
-    /// alive — each frame must still come within `--timeout` of the last —
-    /// but do not extend the phase past `at`.
-    Phase {
-        /// The deadline.
-        at: Instant,
-        /// The phase's whole bound, for the error message.
-        bound: Duration,
-    },
-    /// The set-up of a session's QPs (the peer creates and connects them,
-    /// seconds for thousands): as [`Bound::Phase`], heartbeats show the
-    /// peer alive, each frame within `--timeout` of the last, none past
-    /// `at`.
-    Setup {
-        /// The deadline.
-        at: Instant,
-        /// The whole bound, for the error message.
-        bound: Duration,
-    },
-}
-
-impl Bound {
-    /// A phase that starts now and may last `bound`.
-    pub fn phase(bound: Duration) -> Self {
-        Self::Phase {
-            at: Instant::now() + bound,
-            bound,
-        }
-    }
-
-    /// A set-up that starts now and may last `bound`.
-    pub fn setup(bound: Duration) -> Self {
-        Self::Setup {
-            at: Instant::now() + bound,
-            bound,
-        }
-    }
-
-    /// The set-up bound of `qps` queue pairs: `timeout` plus
-    /// [`engine::config::setup_budget`]'s allowance per QP.
-    pub fn setup_of(qps: usize, timeout: Duration) -> Self {
-        Self::setup(engine::config::setup_budget(
-            u32::try_from(qps).unwrap_or(u32::MAX),
-            timeout,
-        ))
-    }
-
-    /// The bound on the answer to barrier `phase`: the first comes once
-    /// the peer has connected its QPs too ([`Bound::setup_of`]), the
-    /// others within `--timeout` ([`Bound::Message`]).
-    pub fn barrier(phase: u32, qps: usize, timeout: Duration) -> Self {
-        if phase == 0 {
-            Self::setup_of(qps, timeout)
-        } else {
-            Self::Message
-        }
-    }
-}
-
 /// A connected channel with a bound on every read and write.
 #[derive(Debug)]
 pub struct Channel {
@@ -200,14 +136,20 @@ pub struct Channel {
 }
 
 impl Channel {
-    /// Connects to `host:port`, trying each resolved address and retrying
-    /// refused connections (the server may start a moment later) until
-    /// `timeout` has passed.
+    /// Connects to `host:port`, trying each resolved address and, with
+    /// `retry_refused`, retrying refused connections (the server may start
+    /// a moment later) until `timeout` has passed; without, a refusal is
+    /// the answer (a probe of a server that should be there).
     ///
     /// # Errors
     /// When no address accepts within the bound; the message names the
     /// server and the port.
-    pub fn connect(host: &str, port: u16, timeout: Duration) -> anyhow::Result<Self> {
+    pub fn connect(
+        host: &str,
+        port: u16,
+        timeout: Duration,
+        retry_refused: bool,
+    ) -> anyhow::Result<Self> {
         let addrs: Vec<SocketAddr> = (host, port)
             .to_socket_addrs()
             .with_context(|| format!("cannot resolve server {host:?}"))?
@@ -233,14 +175,18 @@ impl Channel {
             }
             // Refused: the server may start a moment later; timed out: an
             // attempt is cut at a second so a signal is seen, retry.
-            let retry = last.as_ref().is_some_and(|e| {
-                matches!(
-                    e.kind(),
-                    io::ErrorKind::ConnectionRefused | io::ErrorKind::TimedOut
-                )
+            let retry = last.as_ref().is_some_and(|e| match e.kind() {
+                io::ErrorKind::ConnectionRefused => retry_refused,
+                io::ErrorKind::TimedOut => true,
+                _ => false,
             });
             if !retry || Instant::now() + Duration::from_millis(100) >= deadline {
                 let why = last.map_or_else(|| "no address".to_owned(), |e| e.to_string());
+                if !retry_refused {
+                    bail!(
+                        "cannot connect to {host}:{port}: {why} (is the server of this test running there?)"
+                    );
+                }
                 bail!(
                     "cannot connect to {host}:{port} within {timeout:?} (--timeout): {why} \
                      (is the server of this test running there?)"
@@ -621,7 +567,7 @@ mod tests {
                 }
             }
         });
-        let mut ch = Channel::connect("127.0.0.1", port, timeout).unwrap();
+        let mut ch = Channel::connect("127.0.0.1", port, timeout, true).unwrap();
         let started = Instant::now();
         ch.with_heartbeat(|_| thread::sleep(Duration::from_millis(1300)))
             .unwrap();
@@ -639,7 +585,7 @@ mod tests {
     fn pair(timeout: Duration) -> (Channel, Channel) {
         let listener = Listener::bind("127.0.0.1", 0).unwrap();
         let port = listener.inner.local_addr().unwrap().port();
-        let client = Channel::connect("127.0.0.1", port, timeout).unwrap();
+        let client = Channel::connect("127.0.0.1", port, timeout, true).unwrap();
         let server = listener
             .accept(Some(Instant::now() + timeout), timeout, timeout)
             .unwrap();
@@ -684,7 +630,7 @@ mod tests {
             // Alive (beats every 100 ms, well within --timeout) but never
             // done: cut at the phase's bound, not at the first timeout.
             let e = server
-                .recv_within("the client's result", Bound::phase(bound))
+                .recv_within("the client's result", Bound::phase(Instant::now(), bound))
                 .unwrap_err();
             let took = started.elapsed();
             stop.store(true, Ordering::Relaxed);
@@ -702,7 +648,10 @@ mod tests {
         let (_client, mut server) = pair(timeout);
         let started = Instant::now();
         let e = server
-            .recv_within("the client's result", Bound::phase(Duration::from_secs(60)))
+            .recv_within(
+                "the client's result",
+                Bound::phase(Instant::now(), Duration::from_secs(60)),
+            )
             .unwrap_err();
         assert!(e.to_string().contains("timed out"), "{e:#}");
         assert!(started.elapsed() < timeout * 2, "{:?}", started.elapsed());

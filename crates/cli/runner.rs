@@ -1,147 +1,177 @@
 //! The one session runner: every test, both roles. A binary is a
-//! [`TestSpec`]; [`main`] parses its flags ([`crate::args`]), and the
-//! client or server flow here runs it: hello/accept, one phase per size
-//! (prepare, barrier, measure, done exchange, report), goodbye, verdicts,
-//! and the commit of the `--json` file. What differs between tests is
-//! behind [`Measure`]: the bandwidth tests ([`BwMeasure`]) and the latency
-//! tests ([`LatMeasure`]), each running the loops of [`crate::measure`]
-//! for the spec's verb.
+//! [`TestSpec`]; [`main`] parses its flags ([`crate::args`]) into
+//! [`RunOptions`] once, and [`run_pair`] runs them: the client or the
+//! server side of a session, driving the session's state machines
+//! ([`engine::session`]) over the control channel — hello/accept, one
+//! phase per size (prepare, barrier, measure, done exchange, report),
+//! goodbye, verdicts, the commit of the `--json` file — and returning the
+//! typed results ([`RunSummary`]). What differs between tests is behind
+//! [`Measure`]: the bandwidth tests ([`BwMeasure`]) and the latency tests
+//! ([`LatMeasure`]), each running the loops of [`crate::measure`] for the
+//! spec's verb.
 
 use std::io::{self, Write};
 use std::process::ExitCode;
+use std::time::Instant;
 
 use anyhow::Context as _;
 use engine::banner::{BannerInfo, address_line, gid_line};
+use engine::bw::BwResult;
 use engine::config::TestConfig;
 use engine::report::{
-    InterruptedRecord, QpPathRecord, RunContext, SideRecord, SizeRecord, VerdictRecord,
+    DataCheck, Figures, InterruptedRecord, QpPathRecord, RunContext, SideRecord, SizeRecord,
+    VerdictRecord,
+};
+use engine::session::{
+    self, ClientSession, Estimate, Next, NextPhase, ServerSession, SessionError, Walk,
 };
 use engine::spec::{Metric, TestSpec};
 use engine::wire::{Message, QpInfo, SideInfo};
-use serde::de::DeserializeOwned;
 use verbs::Mtu;
 
 use crate::UsageError;
-use crate::args::{Cli, Parsed};
 pub use crate::measure::Role;
 use crate::measure::bw::BwMeasure;
 use crate::measure::lat::LatMeasure;
 use crate::measure::{Measure, Shown, SizeCtx};
-use crate::oob::{Bound, Channel};
+use crate::oob::Channel;
+use crate::options::{FromConfiguration, RoleOptions, RunOptions};
 use crate::output::{CounterLines, Output, PerftestJsonFile, PromFile};
-use crate::session::{
-    Hello, client_barrier, client_goodbye, client_hello, expect_msg, reject, server_accept,
-    server_all_phases_run, server_hello, server_mtu, server_next_phase, show_progress, sysfs_rate,
-};
+use crate::session::{show_progress, sysfs_rate};
 use crate::setup::{Port, open_port};
 use crate::side::Side;
 use crate::stop::{self, Signal};
 
-/// The `main` of every test binary.
+/// The `main` of every test binary: the only code that sees its command
+/// line.
 pub fn main(spec: TestSpec) -> ExitCode {
     let result = crate::args::parse(spec)
         .map_err(anyhow::Error::new)
         .and_then(|parsed| {
+            let cli = &parsed.cli;
             // --run_infinitely: Ctrl-C is how such a run ends, normally.
-            if parsed.cli.run_infinitely && parsed.cli.conn.server.is_some() {
+            if cli.run_infinitely && cli.conn.server.is_some() {
                 stop::install_finishing()
             } else {
                 stop::install()
             }
             .context("installing the SIGINT/SIGTERM handlers")?;
-            run(spec, &parsed)
+            if cli.list_devices {
+                crate::run_list(&cli.device, cli.json.as_deref())?;
+                return Ok(0);
+            }
+            if !spec.is_implemented() {
+                return Err(UsageError(format!("{spec} is not implemented in this build")).into());
+            }
+            let built = parsed.run_options(spec)?;
+            place(&built.options)?;
+            for line in &built.said {
+                eprintln!("{line}");
+            }
+            Ok(run_pair(&built.options)?.exit_code)
         });
     crate::finish(spec.binary(), result)
 }
 
-/// Runs `spec` with the parsed flags.
-///
-/// # Errors
-/// Usage errors (exit 2) and run failures (exit 1); a FAIL verdict is
-/// `Ok(EXIT_VERDICT_FAIL)`.
-pub fn run(spec: TestSpec, parsed: &Parsed) -> anyhow::Result<u8> {
-    let cli = &parsed.cli;
-    if cli.list_devices {
-        crate::run_list(&cli.device, cli.json.as_deref())?;
-        return Ok(0);
-    }
-    if !spec.is_implemented() {
-        return Err(UsageError(format!("{spec} is not implemented in this build")).into());
-    }
-    // Before any memory or thread: as perftest, on the NIC's NUMA node.
-    let device = match &cli.device.ib_dev {
-        Some(d) => Some(d.clone()),
+/// Before any memory or thread: binds the process as perftest does, on
+/// the NIC's NUMA node (a process-wide choice: `main`'s, never a library
+/// call's).
+fn place(opts: &RunOptions) -> anyhow::Result<()> {
+    let device = match opts.device().name {
+        Some(d) => Some(d),
         None => verbs::devices()
             .ok()
             .and_then(|d| d.into_iter().next())
             .map(|d| d.name),
     };
-    if let Some(line) =
-        crate::placement::apply(&cli.placement(), &cli.sysfs_root, device.as_deref())?
-        && cli.output.is_none()
+    if let Some(line) = crate::placement::apply(
+        &opts.local.placement,
+        &opts.local.sysfs_root,
+        device.as_deref(),
+    )? && opts.local.banner
     {
         eprintln!("{line}");
     }
-    // atomic_bw: -A picks the operation (the client's; a server runs
-    // what its client asks).
-    let spec = match cli.atomic_type {
-        Some(verb) if cli.conn.server.is_some() => spec.with_atomic(verb),
-        _ => spec,
-    };
-    match (spec.metric, &cli.conn.server) {
-        (Metric::Bw, Some(server)) => run_client::<BwMeasure>(spec, cli, server),
-        (Metric::Lat, Some(server)) => run_client::<LatMeasure>(spec, cli, server),
-        (Metric::Bw, None) => run_server::<BwMeasure>(spec, parsed),
-        (Metric::Lat, None) => run_server::<LatMeasure>(spec, parsed),
+    Ok(())
+}
+
+/// What one size showed, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SizeResult {
+    /// Message size, bytes.
+    pub size: u64,
+    /// This side's figures (a bidirectional run's: both directions).
+    pub figures: Figures,
+    /// The peer's own figures, when reported.
+    pub peer_result: Option<BwResult>,
+    /// The data check, when the test has one.
+    pub data_check: Option<DataCheck>,
+}
+
+/// What a run gives its caller besides the reports it wrote.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunSummary {
+    /// The exit code of the run: 0, or the verdicts' (`EXIT_VERDICT_FAIL`,
+    /// perftest's 1 for a limit), or 130/143 when a signal stopped it.
+    pub exit_code: u8,
+    /// Every size shown (a persistent server: its last session's).
+    pub sizes: Vec<SizeResult>,
+    /// The verdicts (the client's).
+    pub verdicts: Vec<VerdictRecord>,
+    /// The signal that stopped the run, if one did.
+    pub interrupted: Option<Signal>,
+}
+
+/// Runs one side of a pair as `opts` say: a client connects to its
+/// server and runs the test; a server waits for clients (one, or one
+/// after another with `--persistent`) and runs what each asks. Writes the
+/// reports the output plan asks for and returns the typed results.
+///
+/// # Errors
+/// Usage errors (exit 2) and run failures (exit 1); a FAIL verdict is an
+/// `Ok` summary with its exit code.
+pub fn run_pair(opts: &RunOptions) -> anyhow::Result<RunSummary> {
+    let spec = opts.spec;
+    match (&opts.role, spec.metric) {
+        (RoleOptions::Client { server, .. }, Metric::Bw) => run_client::<BwMeasure>(opts, server),
+        (RoleOptions::Client { server, .. }, Metric::Lat) => run_client::<LatMeasure>(opts, server),
+        (RoleOptions::Server, Metric::Bw) => run_server::<BwMeasure>(opts),
+        (RoleOptions::Server, Metric::Lat) => run_server::<LatMeasure>(opts),
     }
 }
 
-/// The outstanding reads both sides set: the smallest of the request and
-/// both devices' maximum (perftest's `ctx_set_out_reads` and
-/// `compare_ibv_device`); 0 for tests that post no reads.
-fn effective_outs(spec: TestSpec, requested: u32, a: &SideInfo, b: &SideInfo) -> u32 {
-    if !spec.uses_outstanding_reads() {
-        return 0;
+/// A session error from `ch`'s peer, as the user reads it.
+fn session_error(ch: &Channel, e: SessionError) -> anyhow::Error {
+    match e {
+        SessionError::Busy(reason) => anyhow::anyhow!("server {} is busy: {reason}", ch.peer()),
+        other => anyhow::Error::new(other),
     }
-    requested.min(a.max_rd_atom).min(b.max_rd_atom).max(1)
 }
 
-/// Client: resolves `-o` against the local device, as perftest does (the
-/// device's maximum by default; above it, a warning and the maximum).
-fn resolve_outs(spec: TestSpec, requested: u32, local_max: u32) -> anyhow::Result<u32> {
-    if !spec.uses_outstanding_reads() {
-        return Ok(0);
-    }
-    if local_max == 0 {
-        anyhow::bail!("the device allows no outstanding RDMA READs (max_qp_rd_atom is 0)");
-    }
-    if requested > local_max {
-        eprintln!(
-            "{spec}: warning: -o/--outs {requested}: number of outstanding reads is above max = {local_max}; \
-             changing to that max value"
-        );
-    }
-    Ok(if requested == 0 {
-        local_max
-    } else {
-        requested.min(local_max)
-    })
+/// What both sides agreed on, once connected.
+#[derive(Debug, Clone)]
+struct Agreed {
+    /// This side.
+    role: Role,
+    /// The path MTU.
+    mtu: Mtu,
+    /// Outstanding reads per QP (0: none).
+    outs: u32,
+    /// This side's description, as sent.
+    local_side: SideInfo,
+    /// The peer's description.
+    remote_side: SideInfo,
+    /// This side's QPs.
+    local_qps: Vec<QpInfo>,
+    /// The peer's QPs.
+    remote_qps: Vec<QpInfo>,
 }
 
 /// perftest's banner and address lines, on stderr (stdout carries results
 /// only).
-#[allow(clippy::too_many_arguments)]
-fn banner<M: Measure>(
-    spec: TestSpec,
-    role: Role,
-    m: &M,
-    side: &Side,
-    mtu: Mtu,
-    outs: u32,
-    local: &[QpInfo],
-    remote: &[QpInfo],
-) {
+fn banner<M: Measure>(spec: TestSpec, m: &M, side: &Side, agreed: &Agreed) {
     let port = &side.port;
+    let (role, mtu, outs) = (agreed.role, agreed.mtu, agreed.outs);
     let mut info = BannerInfo {
         title: spec.title(),
         bandwidth: spec.metric == Metric::Bw,
@@ -164,7 +194,7 @@ fn banner<M: Measure>(
     m.banner(role, &mut info);
     let mut text = info.render();
     let read = spec.uses_outstanding_reads().then_some(outs);
-    for (label, qps) in [("local", local), ("remote", remote)] {
+    for (label, qps) in [("local", &agreed.local_qps), ("remote", &agreed.remote_qps)] {
         for q in qps {
             text.push_str(&address_line(
                 label, q.lid, q.qpn, q.psn, read, q.rkey, q.addr,
@@ -177,40 +207,44 @@ fn banner<M: Measure>(
     let _ = io::stderr().lock().write_all(text.as_bytes());
 }
 
+/// The context of this side's reports.
 fn context<M: Measure>(
     spec: TestSpec,
-    role: Role,
+    opts: &RunOptions,
     m: &M,
-    mtu: Mtu,
-    local: &SideInfo,
-    remote: &SideInfo,
-    outs: u32,
-) -> RunContext {
+    side: &Side,
+    agreed: &Agreed,
+) -> anyhow::Result<RunContext> {
+    let mtu = agreed.mtu.bytes();
     let with_mtu = |s: &SideInfo| SideRecord {
-        mtu: mtu.bytes(),
+        mtu,
         ..SideRecord::from(s)
     };
-    m.context(RunContext {
+    Ok(m.context(RunContext {
         kind: spec.name(),
-        role: role.name(),
+        role: agreed.role.name(),
         config: m.config().record(),
         direction: None,
         measured_on: None,
-        mtu: mtu.bytes(),
-        local: with_mtu(local),
-        remote: with_mtu(remote),
+        mtu,
+        local: with_mtu(&agreed.local_side),
+        remote: with_mtu(&agreed.remote_side),
         clock: None,
         reported: None,
-        outstanding_reads: spec.uses_outstanding_reads().then_some(outs),
-        qp_paths: Vec::new(),
+        outstanding_reads: spec.uses_outstanding_reads().then_some(agreed.outs),
+        qp_paths: qp_paths(opts, m.config(), side)?,
         rtt_factor: 1,
-    })
+    }))
 }
 
 /// Each QP's path read back from the device, when a path option was
 /// given (else none: the reports omit it); the first QP's on stderr.
-fn qp_paths<C: TestConfig>(cli: &Cli, cfg: &C, side: &Side) -> anyhow::Result<Vec<QpPathRecord>> {
-    if *cfg.path() == engine::config::PathConfig::default() && cli.conn.pkey_index == 0 {
+fn qp_paths<C: TestConfig>(
+    opts: &RunOptions,
+    cfg: &C,
+    side: &Side,
+) -> anyhow::Result<Vec<QpPathRecord>> {
+    if *cfg.path() == engine::config::PathConfig::default() && opts.connection.pkey_index == 0 {
         return Ok(Vec::new());
     }
     let paths = side.paths()?;
@@ -239,41 +273,56 @@ fn qp_paths<C: TestConfig>(cli: &Cli, cfg: &C, side: &Side) -> anyhow::Result<Ve
 }
 
 /// This side's reports: the table (or `--output`'s figure) on stdout,
-/// `--json`, perftest's `--out_json` file.
+/// `--json`, perftest's `--out_json` file, `--prom`, `-W`.
 fn open_output<M: Measure>(
     spec: TestSpec,
-    cli: &Cli,
+    opts: &RunOptions,
     m: &M,
     role: Role,
     port: &Port,
 ) -> anyhow::Result<Output> {
-    let mut out = Output::open(cli.json.as_deref(), m.table(role))?;
-    if let Some(list) = &cli.report_counters
-        && cli.json.as_deref() != Some("-")
+    let plan = &opts.output;
+    let table = if plan.stdout_table {
+        m.table(role)
+    } else {
+        None
+    };
+    let mut out = Output::open(plan.json.as_deref(), table)?;
+    let sysfs_root = &opts.local.sysfs_root;
+    if let Some(list) = &plan.report_counters
+        && plan.json.as_deref() != Some("-")
+        && plan.stdout_table
     {
-        let dir = crate::sysfs::port_dir(&cli.sysfs_root, port.ctx.name(), port.port);
+        let dir = crate::sysfs::port_dir(sysfs_root, port.ctx.name(), port.port);
         out.add(Box::new(CounterLines::open(list, &dir)?));
     }
-    if let Some(path) = &cli.prom {
+    if let Some(path) = &plan.prom {
         out.add(Box::new(PromFile::create(
             path.clone(),
-            &cli.sysfs_root,
+            sysfs_root,
             port.ctx.name(),
             port.port,
         )?));
     }
-    if cli.out_json {
+    if let Some(path) = &plan.out_json {
         out.add(Box::new(PerftestJsonFile::create(
-            cli.out_json_file.clone(),
+            path.clone(),
             spec.title(),
             m.table_style(),
-            cli.output,
+            plan.figure,
         )?));
     }
     Ok(out)
 }
 
-fn report_size(out: &mut Output, ctx: &RunContext, shown: Shown) -> io::Result<()> {
+/// Reports one size and keeps its typed result.
+fn report_size(
+    out: &mut Output,
+    ctx: &RunContext,
+    size: u64,
+    shown: Shown,
+    results: &mut Vec<SizeResult>,
+) -> io::Result<()> {
     let with_clock;
     let context = match shown.clock {
         Some(c) => {
@@ -287,33 +336,18 @@ fn report_size(out: &mut Output, ctx: &RunContext, shown: Shown) -> io::Result<(
     };
     out.size(&SizeRecord {
         context,
-        figures: shown.figures,
+        figures: shown.figures.clone(),
         peer_result: shown.peer_result,
         histogram: shown.histogram,
         data_check: shown.data_check,
-    })
-}
-
-fn decode<T: DeserializeOwned>(
-    v: Option<serde_json::Value>,
-    whose: &str,
-) -> anyhow::Result<Option<T>> {
-    v.map(serde_json::from_value)
-        .transpose()
-        .with_context(|| format!("{whose} result"))
-}
-
-/// The bound on a measured phase that starts now: its budget (from its
-/// iterations or duration) plus `--timeout`.
-fn phase_bound<M: Measure>(m: &M, size: u64, timeout: std::time::Duration) -> Bound {
-    Bound::phase(m.config().phase_budget(size) + timeout)
-}
-
-/// Where a run is in its sizes, for the record of an interruption.
-#[derive(Debug, Default)]
-struct Progress {
-    completed: usize,
-    in_progress: Option<u64>,
+    })?;
+    results.push(SizeResult {
+        size,
+        figures: shown.figures,
+        peer_result: shown.peer_result,
+        data_check: shown.data_check,
+    });
+    Ok(())
 }
 
 /// A run stopped by `sig`: closes the table, writes the interrupted record
@@ -323,145 +357,164 @@ fn report_interrupted(
     role: Role,
     out: &mut Output,
     sig: Signal,
-    progress: &Progress,
-    total: usize,
+    (completed, in_progress, total): (usize, Option<u64>, usize),
 ) -> anyhow::Result<()> {
     show_progress("");
     out.interrupted(&InterruptedRecord {
         by: sig.name().to_owned(),
         role: role.name(),
-        sizes_completed: progress.completed,
+        sizes_completed: completed,
         sizes_total: total,
-        size_in_progress: progress.in_progress,
+        size_in_progress: in_progress,
     })?;
     out.commit()?;
     eprintln!(
-        "{spec}: interrupted by {sig} after {} of {total} sizes; the report holds the completed ones",
-        progress.completed
+        "{spec}: interrupted by {sig} after {completed} of {total} sizes; the report holds the completed ones"
     );
     Ok(())
 }
 
-fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Result<u8> {
-    let cfg = M::client_config(spec, cli)?;
+/// The client: builds its side, connects to `server` and runs the test.
+fn run_client<M: Measure>(opts: &RunOptions, server: &str) -> anyhow::Result<RunSummary>
+where
+    M::Config: FromConfiguration,
+{
+    let spec = opts.spec;
+    let RoleOptions::Client { config, .. } = &opts.role else {
+        anyhow::bail!("not a client");
+    };
+    let cfg = M::Config::from_configuration(config)
+        .ok_or_else(|| anyhow::anyhow!("{spec}: the configuration is not a {spec} test's"))?;
     // Before the device: `--clock tsc` where there is none is bad input.
-    let mut m = M::new(spec, cli, cfg, Role::Client)?;
-    let port = open_port(
-        cli.device.ib_dev.as_deref(),
-        cli.device.ib_port,
-        cli.conn.gid_index,
-    )?;
+    let mut m = M::new(spec, opts, cfg, Role::Client)?;
+    let dev = opts.device();
+    let port = open_port(dev.name.as_deref(), dev.port, dev.gid_index)?;
     let mtu = port.mtu_for(m.config().mtu())?;
-    let local_side = port.side_info(sysfs_rate(&cli.sysfs_root, &port));
-    let outs = resolve_outs(spec, m.config().outs(), local_side.max_rd_atom)?;
+    let local_side = port.side_info(sysfs_rate(&opts.local.sysfs_root, &port));
+    let (outs, warning) = session::resolve_outs(
+        spec.uses_outstanding_reads(),
+        m.config().outs(),
+        local_side.max_rd_atom,
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
+    if let Some(w) = warning {
+        eprintln!("{spec}: {w}");
+    }
     m.config_mut().set_outs(outs);
     m.on_port(&port);
     let mut side = m.create_side(port, Role::Client)?;
     let local_qps = side.qp_infos()?;
-    let mut out = open_output(spec, cli, &m, Role::Client, &side.port)?;
-
-    let mut ch = Channel::connect(server, cli.conn.port, cli.conn.timeout)?;
-    let total = m.config().sizes().len();
-    let mut at = Progress::default();
+    let mut out = open_output(spec, opts, &m, Role::Client, &side.port)?;
+    let conn = &opts.connection;
+    let mut ch = Channel::connect(server, conn.port, conn.timeout, conn.retry_refused)?;
+    let mut session = ClientSession::new(Walk::of(m.config(), local_qps.len(), conn.timeout));
+    let mut summary = RunSummary::default();
     let result = (|| -> anyhow::Result<u8> {
         stop::pause_point("hello");
-        let (remote_side, remote_qps, mtu) = client_hello(
-            &mut ch,
+        let (hello, bound) = session.hello(
+            Instant::now(),
             spec.name(),
-            serde_json::to_value(m.config())?,
+            m.config(),
             &local_side,
-            mtu,
+            mtu.bytes(),
             local_qps.clone(),
-        )?;
-        let outs = effective_outs(spec, outs, &local_side, &remote_side);
+        );
+        ch.send(&hello)?;
+        let answer = ch.recv_within("the server's answer", bound)?;
+        let accepted = session
+            .on_answer(answer)
+            .map_err(|e| session_error(&ch, e))?;
+        let mtu = Mtu::from_bytes(accepted.mtu).unwrap_or(mtu);
+        let outs = session::effective_outs(
+            spec.uses_outstanding_reads(),
+            outs,
+            &local_side,
+            &accepted.side,
+        );
+        let agreed = Agreed {
+            role: Role::Client,
+            mtu,
+            outs,
+            local_side: local_side.clone(),
+            remote_side: accepted.side,
+            local_qps: local_qps.clone(),
+            remote_qps: accepted.qps,
+        };
         // The server, waiting for the first barrier, gets heartbeats while
         // our QPs connect.
         ch.with_heartbeat(|_| {
             side.connect(
-                &remote_qps,
+                &agreed.remote_qps,
                 mtu,
-                cli.conn.qp_timeout,
+                conn.qp_timeout,
                 outs,
                 m.config().path(),
-                cli.conn.pkey_index,
+                conn.pkey_index,
             )
         })??;
-        // --output: the number alone, as perftest (no banner).
-        if cli.output.is_none() {
-            banner(
-                spec,
-                Role::Client,
-                &m,
-                &side,
-                mtu,
-                outs,
-                &local_qps,
-                &remote_qps,
-            );
+        if opts.local.banner {
+            banner(spec, &m, &side, &agreed);
         }
-        let ctx = RunContext {
-            qp_paths: qp_paths(cli, m.config(), &side)?,
-            ..context(spec, Role::Client, &m, mtu, &local_side, &remote_side, outs)
-        };
+        let ctx = context(spec, opts, &m, &side, &agreed)?;
         out.begin()?;
-        let sizes = m.config().sizes().to_vec();
-        let endless = m.config().endless();
-        for phase in 0u32.. {
-            // --run_infinitely: the one size again and again, a row per
-            // period, until stopped.
-            let Some(&size) = sizes
-                .get(phase as usize)
-                .or_else(|| sizes.last().filter(|_| endless))
-            else {
-                break;
-            };
-            if let Some(sig) = stop::finish_requested() {
-                // perftest's words (on stderr: stdout is results).
-                eprintln!(
-                    " User stopped traffic ({sig}): {} periods reported",
-                    at.completed
-                );
-                break;
+        loop {
+            let finish = stop::finish_requested();
+            if finish.is_none() {
+                stop::check()?;
             }
-            stop::check()?;
-            at.in_progress = Some(size);
+            let (phase, barrier_bound) = match session.next_phase(Instant::now(), finish.is_some())
+            {
+                NextPhase::Run(phase, bound) => (phase, bound),
+                NextPhase::AllRun => break,
+                NextPhase::Stopped => {
+                    // perftest's words (on stderr: stdout is results).
+                    if let Some(sig) = finish {
+                        eprintln!(
+                            " User stopped traffic ({sig}): {} periods reported",
+                            session.completed()
+                        );
+                    }
+                    break;
+                }
+            };
+            let size = phase.size;
             m.prepare(&side, size)?;
             // The first barrier's answer comes once the server has
             // connected its QPs too (heartbeats meanwhile).
-            let barrier_bound = Bound::barrier(phase, side.qps.len(), cli.conn.timeout);
-            client_barrier(&mut ch, phase, barrier_bound)?;
-            let bound = phase_bound(&m, size, cli.conn.timeout);
+            ch.send(&session.barrier())?;
+            let answer = ch.recv_within("the start barrier", barrier_bound)?;
+            session
+                .on_barrier(&answer)
+                .map_err(|e| session_error(&ch, e))?;
+            let bound = session.phase_bound(Instant::now(), m.config().phase_budget(size));
             stop::pause_point("measure");
             show_progress(&format!("{spec}: {size} B ..."));
             let mine = m.run_size(SizeCtx {
                 side: &side,
-                remote: &remote_qps,
+                remote: &agreed.remote_qps,
                 size,
                 role: Role::Client,
-                timeout: cli.conn.timeout,
+                timeout: conn.timeout,
                 ch: &mut ch,
-            });
-            let mine = mine?;
-            stop::pause_point("done");
-            ch.send(&Message::Done {
-                phase,
-                result: mine.as_ref().map(serde_json::to_value).transpose()?,
             })?;
-            let peer = match ch.recv_within("the server's result", bound)? {
-                Message::Done { phase: p, result } if p == phase => result,
-                other => return Err(expect_msg(other, "done")),
-            };
-            let peer = decode::<M::Outcome>(peer, "the server's")?;
+            stop::pause_point("done");
+            ch.send(&session.done(mine.as_ref()))?;
+            let answer = ch.recv_within("the server's result", bound)?;
+            let peer = session
+                .on_done::<M::Outcome>(answer)
+                .map_err(|e| session_error(&ch, e))?;
             show_progress("");
             if let Some(shown) = m.shown(&side, Role::Client, size, mine.as_ref(), peer)? {
-                report_size(&mut out, &ctx, shown)?;
+                report_size(&mut out, &ctx, size, shown, &mut summary.sizes)?;
             }
-            at.completed += 1;
-            at.in_progress = None;
         }
         out.end()?;
         m.after_table(&mut out)?;
-        client_goodbye(&mut ch)?;
+        ch.send(&session.goodbye())?;
+        let answer = ch.recv("goodbye")?;
+        session
+            .on_goodbye(&answer)
+            .map_err(|e| session_error(&ch, e))?;
         let mut code = 0;
         for v in m.verdicts(&side) {
             out.verdict(&v)?;
@@ -471,89 +524,107 @@ fn run_client<M: Measure>(spec: TestSpec, cli: &Cli, server: &str) -> anyhow::Re
                 }
                 code = code.max(v.exit_code_on_fail());
             }
+            summary.verdicts.push(v);
         }
         out.commit()?;
         Ok(code)
     })();
-    if let Err(e) = &result {
-        if let Some(sig) = stop::interrupted_by(e) {
-            ch.send_error(&format!("client interrupted by {sig}"));
-            // --run_infinitely: as many periods as ran (and the one cut).
-            let total = if m.config().endless() {
-                at.completed + usize::from(at.in_progress.is_some())
-            } else {
-                total
-            };
-            report_interrupted(spec, Role::Client, &mut out, sig, &at, total)?;
-            return Ok(sig.exit_code());
+    match result {
+        Ok(code) => {
+            summary.exit_code = code;
+            Ok(summary)
         }
-        ch.send_error(&format!("client failed: {e:#}"));
+        Err(e) => {
+            if let Some(sig) = stop::interrupted_by(&e) {
+                ch.send_error(&format!("client interrupted by {sig}"));
+                // --run_infinitely: as many periods as ran (and the one cut).
+                let progress = (session.completed(), session.in_progress(), session.total());
+                report_interrupted(spec, Role::Client, &mut out, sig, progress)?;
+                summary.exit_code = sig.exit_code();
+                summary.interrupted = Some(sig);
+                return Ok(summary);
+            }
+            ch.send_error(&format!("client failed: {e:#}"));
+            Err(e)
+        }
     }
-    result
 }
 
-fn run_server<M: Measure>(spec: TestSpec, parsed: &Parsed) -> anyhow::Result<u8> {
-    let cli = &parsed.cli;
-    if !parsed.test_flags_given.is_empty() {
-        eprintln!(
-            "{spec}: warning: test flags on the server are ignored ({}); the client's configuration is used",
-            parsed.test_flags_given.join(", ")
-        );
-    }
-    crate::session::run_server(
-        spec.binary(),
-        &cli.conn,
-        &cli.device,
-        &cli.sysfs_root,
-        |ch, hello, port, local_side| serve::<M>(spec, cli, ch, hello, port, local_side),
-    )
+/// The server: waits for clients and serves each ([`serve`]).
+fn run_server<M: Measure>(opts: &RunOptions) -> anyhow::Result<RunSummary> {
+    let mut last = RunSummary::default();
+    let code = crate::session::run_server(opts, |ch, hello, port, local_side| {
+        let summary = serve::<M>(opts, ch, hello, port, local_side)?;
+        let code = summary.exit_code;
+        last = summary;
+        Ok(code)
+    })?;
+    last.exit_code = code;
+    Ok(last)
 }
 
+/// Tells the client why its test is refused; the error for this side.
+fn refuse(ch: &mut Channel, refusal: session::Refusal) -> anyhow::Error {
+    let _ = ch.send(&refusal.message());
+    anyhow::Error::new(refusal)
+}
+
+/// One session of the server, from the client's hello.
 fn serve<M: Measure>(
-    spec: TestSpec,
-    cli: &Cli,
+    opts: &RunOptions,
     ch: &mut Channel,
     hello: Message,
     port: Port,
     local_side: &SideInfo,
-) -> anyhow::Result<u8> {
+) -> anyhow::Result<RunSummary> {
     // An atomic server runs whichever atomic its client asked for (-A is
     // the client's flag).
+    let spec = opts.spec;
     let spec = match &hello {
         Message::Hello { test, .. } => TestSpec::from_name(test)
             .filter(|s| spec.is_atomic() && s.is_atomic() && s.metric == spec.metric)
             .unwrap_or(spec),
         _ => spec,
     };
-    let Hello {
-        config,
-        side: client_side,
-        qps: client_qps,
-    } = server_hello(ch, hello, spec.name(), M::Config::validate)?;
-    let mut m = match M::new(spec, cli, config, Role::Server) {
-        Ok(m) => m,
-        Err(e) => return Err(reject(ch, format!("server cannot run the test: {e:#}"))),
+    let conn = &opts.connection;
+    let mut session = ServerSession::new(conn.timeout, opts.local.max_mem);
+    let hello = match session
+        .hello::<M::Config>(hello, spec.name())
+        .map_err(|e| session_error(ch, e))?
+    {
+        Ok(h) => h,
+        Err(refusal) => return Err(refuse(ch, refusal)),
     };
-    // Before anything is allocated: the QP list matches the configuration,
-    // and memory plus queue rings fit --max-mem.
-    if let Err(reason) = m.check_offer(client_qps.len()) {
-        return Err(reject(ch, reason));
-    }
+    let mut m = match M::new(spec, opts, hello.config, Role::Server) {
+        Ok(m) => m,
+        Err(e) => {
+            return Err(refuse(
+                ch,
+                session::Refusal {
+                    reason: format!("server cannot run the test: {e:#}"),
+                },
+            ));
+        }
+    };
+    // Before anything is allocated: memory plus queue rings fit --max-mem.
     let layout = m.layout(Role::Server);
-    let (memory, rings) = (layout.memory(), layout.rings());
-    let need = memory.saturating_add(rings);
-    if need > cli.max_mem {
-        return Err(reject(
-            ch,
-            format!(
-                "the test needs {need} bytes on the server ({memory} of registered memory and \
-                 an estimated {rings} of queue rings), above its --max-mem {}",
-                cli.max_mem
-            ),
-        ));
+    if let Err(refusal) = session.check_memory(Estimate {
+        memory: layout.memory(),
+        rings: layout.rings(),
+    }) {
+        return Err(refuse(ch, refusal));
     }
-    let mtu = server_mtu(&port, m.config().mtu(), client_side.mtu);
-    let outs = effective_outs(spec, m.config().outs(), &client_side, local_side);
+    let ours = port.attr.active_mtu.bytes();
+    if let Some(note) = session::mtu_note(m.config().mtu(), ours) {
+        eprintln!("{note}");
+    }
+    let mtu = Mtu::from_bytes(session::path_mtu(ours, hello.side.mtu)).unwrap_or(Mtu::Mtu256);
+    let outs = session::effective_outs(
+        spec.uses_outstanding_reads(),
+        m.config().outs(),
+        &hello.side,
+        local_side,
+    );
     m.on_port(&port);
     // Creating thousands of QPs takes seconds: the client,
     // waiting for the answer, gets heartbeats meanwhile (its bound is
@@ -569,101 +640,88 @@ fn serve<M: Measure>(
     })?;
     let (mut side, local_qps) = match setup {
         Ok(s) => s,
-        Err(reason) => return Err(reject(ch, reason)),
+        Err(reason) => return Err(refuse(ch, session::Refusal { reason })),
     };
     stop::pause_point("accept");
     // Answered before our QPs connect: both sides move theirs to RTR/RTS
     // at once (a QP may reach RTS before its peer does; the client posts
     // nothing before the first barrier, which we answer once connected).
-    server_accept(ch, local_side, mtu, local_qps.clone())?;
+    ch.send(&session.accept(local_side, mtu.bytes(), local_qps.clone()))?;
+    let agreed = Agreed {
+        role: Role::Server,
+        mtu,
+        outs,
+        local_side: local_side.clone(),
+        remote_side: hello.side,
+        local_qps,
+        remote_qps: hello.qps,
+    };
     ch.with_heartbeat(|_| {
         side.connect(
-            &client_qps,
+            &agreed.remote_qps,
             mtu,
-            cli.conn.qp_timeout,
+            conn.qp_timeout,
             outs,
             m.config().path(),
-            cli.conn.pkey_index,
+            conn.pkey_index,
         )
     })?
     .context("server cannot connect its QPs")?;
-    // --output: the number alone, as perftest (no banner).
-    if cli.output.is_none() {
-        banner(
-            spec,
-            Role::Server,
-            &m,
-            &side,
-            mtu,
-            outs,
-            &local_qps,
-            &client_qps,
-        );
+    if opts.local.banner {
+        banner(spec, &m, &side, &agreed);
     }
-    let ctx = RunContext {
-        qp_paths: qp_paths(cli, m.config(), &side)?,
-        ..context(spec, Role::Server, &m, mtu, local_side, &client_side, outs)
-    };
-    let mut out = open_output(spec, cli, &m, Role::Server, &side.port)?;
-    let sizes = m.config().sizes().to_vec();
-    let mut at = Progress::default();
+    let ctx = context(spec, opts, &m, &side, &agreed)?;
+    let mut out = open_output(spec, opts, &m, Role::Server, &side.port)?;
+    let mut summary = RunSummary::default();
     let result = (|| -> anyhow::Result<u8> {
         out.begin()?;
-        let mut phase = 0u32;
-        let endless = m.config().endless();
-        while let Some(size) = server_next_phase(
-            ch,
-            phase,
-            &sizes,
-            endless,
+        loop {
             // The first barrier comes once the client has connected its
             // QPs.
-            Bound::barrier(phase, side.qps.len(), cli.conn.timeout),
-        )? {
+            let msg = ch.recv_within("the next phase", session.next_bound(Instant::now()))?;
+            let phase = match session.next(&msg).map_err(|e| session_error(ch, e))? {
+                Next::Phase(p) => p,
+                Next::Bye(answer) => {
+                    ch.send(&answer)?;
+                    break;
+                }
+            };
+            let size = phase.size;
             stop::check()?;
-            at.in_progress = Some(size);
             m.prepare(&side, size)?;
-            ch.send(&Message::Barrier { phase })?;
-            let bound = phase_bound(&m, size, cli.conn.timeout);
+            ch.send(&session.barrier())?;
+            let bound = session.phase_bound(Instant::now(), m.config().phase_budget(size));
             stop::pause_point("measure");
             let mine = m.run_size(SizeCtx {
                 side: &side,
-                remote: &client_qps,
+                remote: &agreed.remote_qps,
                 size,
                 role: Role::Server,
-                timeout: cli.conn.timeout,
+                timeout: conn.timeout,
                 ch,
             })?;
-            let peer = match ch.recv_within("the client's result", bound)? {
-                Message::Done { phase: p, result } if p == phase => result,
-                other => return Err(expect_msg(other, "done")),
-            };
-            let peer = decode::<M::Outcome>(peer, "the client's")?;
-            let mine_json = mine.as_ref().map(serde_json::to_value).transpose()?;
+            let answer = ch.recv_within("the client's result", bound)?;
+            let peer = session
+                .on_done::<M::Outcome>(answer)
+                .map_err(|e| session_error(ch, e))?;
             let shown = m.shown(&side, Role::Server, size, mine.as_ref(), peer)?;
             stop::pause_point("done");
-            ch.send(&Message::Done {
-                phase,
-                result: mine_json,
-            })?;
+            ch.send(&session.done(mine.as_ref()))?;
             if let Some(shown) = shown {
-                report_size(&mut out, &ctx, shown)?;
+                report_size(&mut out, &ctx, size, shown, &mut summary.sizes)?;
             }
-            at.completed += 1;
-            at.in_progress = None;
-            phase += 1;
         }
         out.end()?;
-        if !endless {
-            server_all_phases_run(phase, &sizes)?;
-        }
+        session.all_run().map_err(|e| session_error(ch, e))?;
         out.commit()?;
         Ok(0)
     })();
     if let Err(e) = &result
         && let Some(sig) = stop::interrupted_by(e)
     {
-        report_interrupted(spec, Role::Server, &mut out, sig, &at, sizes.len())?;
+        let progress = (session.completed(), session.in_progress(), session.total());
+        report_interrupted(spec, Role::Server, &mut out, sig, progress)?;
     }
-    result
+    summary.exit_code = result?;
+    Ok(summary)
 }

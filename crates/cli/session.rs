@@ -1,6 +1,7 @@
-//! The handshake steps of the control protocol, for the runner: hello and
-//! accept (or reject), barriers, goodbye, the server's bounded wait for a
-//! client, protocol error messages, progress on a terminal.
+//! The server's side of the control connection, around the sessions the
+//! runner drives ([`engine::session`] decides the protocol): the bounded
+//! wait for a client, dropping connections that are not clients, turning
+//! clients away while busy, `--persistent`; and progress on a terminal.
 
 use std::io::{self, IsTerminal};
 use std::path::Path;
@@ -8,245 +9,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::anyhow;
-use engine::config::ConfigError;
-use engine::wire::{self, Message, QpInfo, SideInfo};
-use serde::de::DeserializeOwned;
-use verbs::Mtu;
+use engine::wire::{self, Message, SideInfo};
 
 use crate::oob::{Channel, Listener};
+use crate::options::{ConnectionOptions, RunOptions};
 use crate::setup::Port;
 use crate::stop::{self, Signal};
-
-/// Client: sends the test and its side (with the path MTU it proposes),
-/// returns the server's side, QPs and the MTU it chose.
-///
-/// # Errors
-/// A rejection (with the server's reason), a protocol or channel error.
-pub fn client_hello(
-    ch: &mut Channel,
-    test: &str,
-    config: serde_json::Value,
-    side: &SideInfo,
-    mtu: Mtu,
-    qps: Vec<QpInfo>,
-) -> anyhow::Result<(SideInfo, Vec<QpInfo>, Mtu)> {
-    // The server creates as many QPs as we offer before it answers
-    // (connecting them while we connect ours), sending heartbeats
-    // meanwhile.
-    let bound = crate::oob::Bound::setup_of(qps.len(), ch.timeout());
-    ch.send(&Message::Hello {
-        test: test.into(),
-        config,
-        side: with_mtu(side, mtu),
-        qps,
-    })?;
-    match ch.recv_within("the server's answer", bound)? {
-        Message::Accept { side, qps, mtu } => {
-            let mtu =
-                Mtu::from_bytes(mtu).ok_or_else(|| anyhow!("server chose an invalid MTU {mtu}"))?;
-            Ok((side, qps, mtu))
-        }
-        Message::Busy { reason } => Err(anyhow!(
-            "server {} is busy: {}",
-            ch.peer(),
-            engine::wire::printable(&reason, engine::wire::MAX_PEER_TEXT)
-        )),
-        other => Err(expect_msg(other, "accept")),
-    }
-}
-
-/// `side` as sent in the handshake: with the path MTU in use.
-fn with_mtu(side: &SideInfo, mtu: Mtu) -> SideInfo {
-    SideInfo {
-        mtu: mtu.bytes(),
-        ..side.clone()
-    }
-}
-
-/// Client: the barrier that starts phase `phase` (the client sends first,
-/// the server answers).
-///
-/// # Errors
-/// A protocol or channel error.
-pub fn client_barrier(
-    ch: &mut Channel,
-    phase: u32,
-    bound: crate::oob::Bound,
-) -> anyhow::Result<()> {
-    ch.send(&Message::Barrier { phase })?;
-    match ch.recv_within("the start barrier", bound)? {
-        Message::Barrier { phase: p } if p == phase => Ok(()),
-        other => Err(expect_msg(other, "barrier")),
-    }
-}
-
-/// Client: the closing `Bye` exchange.
-///
-/// # Errors
-/// A protocol or channel error.
-pub fn client_goodbye(ch: &mut Channel) -> anyhow::Result<()> {
-    ch.send(&Message::Bye)?;
-    match ch.recv("goodbye")? {
-        Message::Bye => Ok(()),
-        other => Err(expect_msg(other, "bye")),
-    }
-}
-
-/// Server: waits for the client's next step. `Some(size)` when the client
-/// starts phase `phase` (its barrier not yet answered: the caller answers
-/// when ready); `None` after the client's goodbye (answered).
-///
-/// # Errors
-/// A protocol or channel error, or a phase beyond the test's sizes.
-pub fn server_next_phase(
-    ch: &mut Channel,
-    phase: u32,
-    sizes: &[u64],
-    endless: bool,
-    bound: crate::oob::Bound,
-) -> anyhow::Result<Option<u64>> {
-    match ch.recv_within("the next phase", bound)? {
-        Message::Barrier { phase: p } if p == phase => {
-            let size = sizes
-                .get(phase as usize)
-                .or_else(|| sizes.last().filter(|_| endless));
-            let size = size.ok_or_else(|| {
-                anyhow!(
-                    "client started phase {phase} of a {}-size test",
-                    sizes.len()
-                )
-            })?;
-            Ok(Some(*size))
-        }
-        Message::Bye => {
-            ch.send(&Message::Bye)?;
-            Ok(None)
-        }
-        other => Err(expect_msg(other, "barrier")),
-    }
-}
-
-/// Server, after the goodbye: every size must have run.
-///
-/// # Errors
-/// When the client ended after `phases` of them.
-pub fn server_all_phases_run(phases: u32, sizes: &[u64]) -> anyhow::Result<()> {
-    if phases as usize != sizes.len() {
-        anyhow::bail!("client ended after {phases} of {} sizes", sizes.len());
-    }
-    Ok(())
-}
-
-/// Server: what the client asked for.
-#[derive(Debug)]
-pub struct Hello<C> {
-    /// The test configuration, decoded and valid.
-    pub config: C,
-    /// The client's side.
-    pub side: SideInfo,
-    /// The client's QPs.
-    pub qps: Vec<QpInfo>,
-}
-
-/// Server: receives the client's `Hello` for `test` and decodes and
-/// `validate`s its configuration, rejecting (and telling the client) any
-/// other test, a malformed or an invalid configuration.
-///
-/// # Errors
-/// A protocol or channel error, or the rejection.
-pub fn server_hello<C: DeserializeOwned>(
-    ch: &mut Channel,
-    first: Message,
-    test: &str,
-    validate: impl FnOnce(&C) -> Result<(), ConfigError>,
-) -> anyhow::Result<Hello<C>> {
-    match first {
-        Message::Hello {
-            test: asked,
-            config,
-            side,
-            qps,
-        } => {
-            if asked != test {
-                return Err(reject(
-                    ch,
-                    format!(
-                        "this server runs {test}, the client asked for {:?}",
-                        engine::wire::printable(&asked, 64)
-                    ),
-                ));
-            }
-            let config: C = match serde_json::from_value(config) {
-                Ok(c) => c,
-                Err(e) => return Err(reject(ch, format!("malformed configuration: {e}"))),
-            };
-            if let Err(e) = validate(&config) {
-                return Err(reject(ch, format!("invalid configuration: {e}")));
-            }
-            Ok(Hello { config, side, qps })
-        }
-        other => Err(expect_msg(other, "hello")),
-    }
-}
-
-/// Server: accepts the test, sending our side and QPs and the path MTU.
-///
-/// # Errors
-/// A channel error.
-pub fn server_accept(
-    ch: &mut Channel,
-    side: &SideInfo,
-    mtu: Mtu,
-    qps: Vec<QpInfo>,
-) -> anyhow::Result<()> {
-    ch.send(&Message::Accept {
-        side: with_mtu(side, mtu),
-        qps,
-        mtu: mtu.bytes(),
-    })
-}
-
-/// Server: tells the client why its test is refused, and returns the
-/// error for this side.
-pub fn reject(ch: &mut Channel, reason: String) -> anyhow::Error {
-    let _ = ch.send(&Message::Reject {
-        reason: reason.clone(),
-    });
-    anyhow!("refused the client's test: {reason}")
-}
-
-/// Server: the path MTU, the smaller of both sides' (a requested `-m`
-/// above ours is said, and ours used, as perftest).
-pub fn server_mtu(port: &Port, requested: Option<u32>, client_mtu: u32) -> Mtu {
-    let ours = port.attr.active_mtu;
-    if let Some(req) = requested
-        && req > ours.bytes()
-    {
-        // As perftest: the active MTU, said, not a refusal.
-        eprintln!(
-            "note: the client's -m/--mtu {req} is above this port's active MTU {}; using the smaller MTU of both sides",
-            ours.bytes()
-        );
-    }
-    ours.min(Mtu::from_bytes(client_mtu).unwrap_or(Mtu::Mtu256))
-}
 
 /// Shows progress on stderr, only when it is a terminal.
 pub fn show_progress(msg: &str) {
     if io::stderr().is_terminal() {
         eprint!("\r{msg}\x1b[K");
-    }
-}
-
-/// The error for an unexpected message (a `Reject` carries its reason).
-pub fn expect_msg(got: Message, want: &str) -> anyhow::Error {
-    match got {
-        Message::Reject { reason } => anyhow!(
-            "the peer refused the test: {}",
-            engine::wire::printable(&reason, engine::wire::MAX_PEER_TEXT)
-        ),
-        other => anyhow!("protocol error: expected {want}, got {}", other.name()),
     }
 }
 
@@ -271,14 +44,14 @@ pub fn sysfs_rate(sysfs_root: &Path, port: &Port) -> Option<String> {
 /// Device and usage errors before listening, the accept bound, and
 /// whatever `serve` returns.
 pub fn run_server(
-    program: &str,
-    conn: &crate::args::ConnectionArgs,
-    device: &crate::args::DeviceArgs,
-    sysfs_root: &Path,
+    opts: &RunOptions,
     mut serve: impl FnMut(&mut Channel, Message, Port, &SideInfo) -> anyhow::Result<u8>,
 ) -> anyhow::Result<u8> {
-    let port = crate::setup::open_port(device.ib_dev.as_deref(), device.ib_port, conn.gid_index)?;
-    let local_side = port.side_info(sysfs_rate(sysfs_root, &port));
+    let program = opts.spec.binary();
+    let conn = &opts.connection;
+    let dev = opts.device();
+    let port = crate::setup::open_port(dev.name.as_deref(), dev.port, dev.gid_index)?;
+    let local_side = port.side_info(sysfs_rate(&opts.local.sysfs_root, &port));
     let listener = Listener::bind(&conn.bind, conn.port)?;
     eprintln!(
         "{program}: server on {} port {} waiting for {} on {}:{}",
@@ -378,7 +151,7 @@ pub fn run_server(
 fn turn_away(
     program: &str,
     listener: &Listener,
-    conn: &crate::args::ConnectionArgs,
+    conn: &ConnectionOptions,
     done: &AtomicBool,
     session: u64,
     client: std::net::SocketAddr,
@@ -471,7 +244,7 @@ const HANDOVER_GRACE: Duration = Duration::from_secs(1);
 fn next_client(
     program: &str,
     listener: &Listener,
-    conn: &crate::args::ConnectionArgs,
+    conn: &ConnectionOptions,
     deadline: Option<Instant>,
 ) -> anyhow::Result<(Channel, Message)> {
     loop {

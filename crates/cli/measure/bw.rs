@@ -32,8 +32,8 @@ use engine::spec::{TestSpec, Verb};
 
 use super::{Measure, Role, Shown, SizeCtx, receive_failed, wrong_size};
 use crate::UsageError;
-use crate::args::Cli;
 use crate::oob::PeerWatch;
+use crate::options::RunOptions;
 use crate::output::{FigureLines, Stdout};
 use crate::setup::Port;
 use crate::side::{Layout, Side};
@@ -1002,44 +1002,38 @@ impl Measure for BwMeasure {
     type Config = BwConfig;
     type Outcome = BwResult;
 
-    fn client_config(spec: TestSpec, cli: &Cli) -> Result<BwConfig, UsageError> {
-        cli.bw_config(spec).map(|a| a.announce(spec))
-    }
-    fn new(spec: TestSpec, cli: &Cli, cfg: BwConfig, role: Role) -> anyhow::Result<Self> {
+    fn new(spec: TestSpec, opts: &RunOptions, cfg: BwConfig, role: Role) -> anyhow::Result<Self> {
+        let out = &opts.output;
         let style = TableStyle {
-            unit: if cli.report_gbits {
-                Unit::Gbps
-            } else {
-                Unit::MibPerSec
-            },
+            unit: out.unit,
             // perftest measures no peak on a send server (one that only
             // receives), and says so.
-            peak: cli.shows_peak(&cfg)
+            peak: out.shows_peak(&cfg)
                 && !(role == Role::Server
                     && spec.receives(cfg.write_with_imm)
                     && !cfg.bidirectional),
             // perftest's CPU column exists in duration mode only.
-            cpu_column: cli.cpu_util && cfg.duration.is_some(),
+            cpu_column: out.cpu_column(cfg.duration.is_some()),
         };
-        let report_both = (cli.report_both && cfg.bidirectional).then(Vec::new);
+        let report_both = (out.report_both && cfg.bidirectional).then(Vec::new);
         Ok(Self {
             spec,
             cfg,
             role,
             report_both,
-            huge_pages: cli.use_hugepages,
-            post_path: cli.post_path(),
+            huge_pages: opts.local.huge_pages,
+            post_path: opts.local.post_path,
             style,
-            output: cli.output,
+            output: out.figure,
             limits: Limits {
-                bw: cli.limit_bw,
-                msg_rate: cli.limit_msgrate,
+                bw: opts.verdicts.limit_bw,
+                msg_rate: opts.verdicts.limit_msgrate,
                 best_bw: 0.0,
                 best_msg_rate: 0.0,
             },
-            expect: cli.expect_rate,
-            sysfs_root: cli.sysfs_root.clone(),
-            min_efficiency: cli.min_efficiency,
+            expect: opts.verdicts.expect_rate,
+            sysfs_root: opts.local.sysfs_root.clone(),
+            min_efficiency: opts.verdicts.min_efficiency,
             watch: None,
             best_gbps: 0.0,
             check: None,
@@ -1051,16 +1045,6 @@ impl Measure for BwMeasure {
     }
     fn config_mut(&mut self) -> &mut BwConfig {
         &mut self.cfg
-    }
-
-    fn check_offer(&self, qps: usize) -> Result<(), String> {
-        if qps != self.cfg.qps as usize {
-            return Err(format!(
-                "the configuration has {} QPs, the client offers {qps}",
-                self.cfg.qps
-            ));
-        }
-        Ok(())
     }
 
     fn layout(&self, role: Role) -> Layout {

@@ -45,9 +45,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{Measure, Role, Shown, SizeCtx};
 use crate::UsageError;
-use crate::args::Cli;
 use crate::clock::{Clock, MonotonicTicks, Ticks, TscTicks};
 use crate::oob::{Channel, PeerWatch};
+use crate::options::RunOptions;
 use crate::output::{FigureLines, Output, Stdout};
 use crate::setup::Port;
 use crate::side::{Layout, Side};
@@ -686,16 +686,14 @@ impl Measure for LatMeasure {
     type Config = LatConfig;
     type Outcome = LatOutcome;
 
-    fn client_config(spec: TestSpec, cli: &Cli) -> Result<LatConfig, UsageError> {
-        cli.lat_config(spec).map(|a| a.announce(spec))
-    }
-    fn new(spec: TestSpec, cli: &Cli, cfg: LatConfig, role: Role) -> anyhow::Result<Self> {
-        let cpu_util = cli.cpu_util && cfg.duration.is_some();
+    fn new(spec: TestSpec, opts: &RunOptions, cfg: LatConfig, role: Role) -> anyhow::Result<Self> {
+        let out = &opts.output;
+        let cpu_util = out.cpu_column(cfg.duration.is_some());
         // Both sides of the write ping-pong measure (as perftest's); a read
         // server posts nothing: its monotonic clock only bounds its waits.
         let measures = role == Role::Client || spec.verb != Verb::Read;
         let clock = if measures {
-            Clock::new(cli.clock)?
+            Clock::new(opts.local.clock)?
         } else {
             Clock::for_server()
         };
@@ -704,18 +702,18 @@ impl Measure for LatMeasure {
             cfg,
             clock,
             rec: LatRecorder::new(0),
-            explicit_inline: role == Role::Client && cli.inline_size.is_some(),
-            report_histogram: cli.report_histogram,
-            report_unsorted: cli.report_unsorted,
-            huge_pages: cli.use_hugepages,
-            post_path: cli.post_path(),
-            perftest_stats: cli.perftest_stats,
+            explicit_inline: role == Role::Client && opts.local.explicit_inline,
+            report_histogram: out.report_histogram,
+            report_unsorted: out.report_unsorted,
+            huge_pages: opts.local.huge_pages,
+            post_path: opts.local.post_path,
+            perftest_stats: out.perftest_stats,
             cpu_util,
             system_cpu: None,
-            output: cli.output,
-            json_histogram: cli.json_histogram,
-            max_latency: cli.max_latency,
-            percentile: cli.percentile,
+            output: out.figure,
+            json_histogram: out.json_histogram,
+            max_latency: opts.verdicts.max_latency,
+            percentile: opts.verdicts.percentile,
             dumps: Vec::new(),
             verdicts: Vec::new(),
             rate: TickRate::NANOSECONDS,
@@ -735,20 +733,11 @@ impl Measure for LatMeasure {
         &mut self.cfg
     }
 
-    fn check_offer(&self, qps: usize) -> Result<(), String> {
-        if qps != 1 {
-            return Err(format!(
-                "a latency test uses one QP, the client offers {qps}"
-            ));
-        }
-        Ok(())
-    }
-
     fn layout(&self, role: Role) -> Layout {
         Layout {
             qps: 1,
             threads: 1,
-            tx_depth: 1,
+            tx_depth: self.spec.defaults().tx_depth,
             inline_size: self.cfg.inline_size,
             // A SEND ping-pong's receives cycle over a page-sized ring.
             area: if self.op() == LatOp::SendPingPong {

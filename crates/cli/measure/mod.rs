@@ -19,9 +19,8 @@ use engine::wire::QpInfo;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::UsageError;
-use crate::args::Cli;
 use crate::oob::Channel;
+use crate::options::RunOptions;
 use crate::output::Output;
 use crate::setup::Port;
 use crate::side::{Layout, Side};
@@ -112,26 +111,21 @@ pub trait Measure: Sized {
     /// What a side sends its peer after a size.
     type Outcome: Serialize + DeserializeOwned;
 
-    /// The client's configuration from its flags.
-    ///
-    /// # Errors
-    /// A usage error naming the flag.
-    fn client_config(spec: TestSpec, cli: &Cli) -> Result<Self::Config, UsageError>;
     /// The test's state on one side (the clock is resolved here, before
     /// any device is opened).
     ///
     /// # Errors
-    /// Usage errors of the test's own flags.
-    fn new(spec: TestSpec, cli: &Cli, cfg: Self::Config, role: Role) -> anyhow::Result<Self>;
+    /// Usage errors of the test's own options.
+    fn new(
+        spec: TestSpec,
+        opts: &RunOptions,
+        cfg: Self::Config,
+        role: Role,
+    ) -> anyhow::Result<Self>;
     /// The configuration.
     fn config(&self) -> &Self::Config;
     /// The configuration, to set what the device decides (`-o`).
     fn config_mut(&mut self) -> &mut Self::Config;
-    /// Server: whether the client's offer of `qps` QPs fits the test.
-    ///
-    /// # Errors
-    /// The reason, for the client.
-    fn check_offer(&self, qps: usize) -> Result<(), String>;
     /// What this side creates.
     fn layout(&self, role: Role) -> Layout;
     /// Called once the port is open, before the side is created.

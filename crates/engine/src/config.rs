@@ -510,6 +510,12 @@ pub trait TestConfig: Serialize + serde::de::DeserializeOwned + Clone {
     fn set_outs(&mut self, outs: u32);
     /// The configuration as the reports show it.
     fn record(&self) -> crate::report::ConfigRecord;
+    /// Whether a client's offer of `qps` queue pairs fits the
+    /// configuration (the server's check).
+    ///
+    /// # Errors
+    /// The reason, for the client.
+    fn check_offer(&self, qps: usize) -> Result<(), String>;
     /// How long the measured phase of a size may take, before `--timeout`
     /// is added: see [`phase_budget`].
     fn phase_budget(&self, size: u64) -> std::time::Duration;
@@ -577,6 +583,15 @@ impl TestConfig for BwConfig {
     }
     fn record(&self) -> crate::report::ConfigRecord {
         crate::report::ConfigRecord::Bw(self.clone())
+    }
+    fn check_offer(&self, qps: usize) -> Result<(), String> {
+        if qps != self.qps as usize {
+            return Err(format!(
+                "the configuration has {} QPs, the client offers {qps}",
+                self.qps
+            ));
+        }
+        Ok(())
     }
     fn phase_budget(&self, size: u64) -> std::time::Duration {
         let directions = if self.bidirectional { 2 } else { 1 };

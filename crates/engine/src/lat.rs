@@ -133,6 +133,14 @@ impl crate::config::TestConfig for LatConfig {
     fn record(&self) -> crate::report::ConfigRecord {
         crate::report::ConfigRecord::Lat(self.clone())
     }
+    fn check_offer(&self, qps: usize) -> Result<(), String> {
+        if qps != 1 {
+            return Err(format!(
+                "a latency test uses one QP, the client offers {qps}"
+            ));
+        }
+        Ok(())
+    }
     fn phase_budget(&self, size: u64) -> std::time::Duration {
         // A round trip is two messages (a read's request and response).
         crate::config::phase_budget(self.iters, self.duration, 2, size)

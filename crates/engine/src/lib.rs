@@ -27,5 +27,6 @@ pub mod printf;
 pub mod prom;
 pub mod report;
 pub mod sched;
+pub mod session;
 pub mod spec;
 pub mod wire;
