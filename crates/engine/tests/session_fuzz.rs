@@ -1,12 +1,12 @@
-//! Fuzzing of what a server does with a client's bytes, host-only: the
-//! path of `session::server_hello` and `runner::serve` in the CLI, up to
+//! Fuzzing of what a server does with a client's bytes, host-only, up to
 //! the point where a device is needed.
 //!
-//! That path is: [`read_message`] on the stream; for a `Hello`, its
-//! `config` through `serde_json::from_value` into [`BwConfig`] (bandwidth
-//! tests) or [`LatConfig`] (latency tests), `validate`, the offered QP
-//! count against the configuration's, and the registered-memory estimate.
-//! [`server_path`] does exactly that, for both configuration types.
+//! That path is: [`read_message`] on the stream; for a `Hello`, the
+//! server's own state machine ([`ServerSession::hello`]: the `config`
+//! decoded into [`BwConfig`] (bandwidth tests) or [`LatConfig`] (latency
+//! tests), validated, the offered QP count against the configuration's),
+//! then the registered-memory estimate. [`server_path`] drives it for
+//! both configuration types.
 //!
 //! wire_props.rs already checks that the codec round-trips and that
 //! `decode` and `read_message` agree on damaged input. Here instead:
@@ -43,6 +43,7 @@ use engine::config::{
     RING_BYTES, SQ_ENTRY_BYTES, TestConfig,
 };
 use engine::lat::LatConfig;
+use engine::session::ServerSession;
 use engine::wire::{
     self, HEADER_LEN, MAGIC, MAX_PAYLOAD, Message, PROTOCOL_VERSION, QpInfo, SideInfo, WireError,
     encode, read_message,
@@ -76,58 +77,63 @@ struct Outcome {
 /// The server's handling of one message; `None` for anything but a Hello.
 /// Every check on an accepted configuration is an assertion.
 fn server_path(msg: &Message) -> Result<Option<Outcome>, TestCaseError> {
-    let Message::Hello { config, qps, .. } = msg else {
+    let Message::Hello { qps, .. } = msg else {
         return Ok(None);
     };
     prop_assert!(qps.len() <= wire::MAX_QPS);
     Ok(Some(Outcome {
-        bw: serve_bw(config, qps.len())?,
-        lat: serve_lat(config, qps.len())?,
+        bw: serve_bw(msg)?,
+        lat: serve_lat(msg)?,
     }))
 }
 
-/// The server's first steps on a configuration, for any test: decode it,
-/// then validate it; `Err` is the verdict when either refuses.
-fn decode_valid<C: TestConfig>(config: &Value) -> Result<Result<C, Verdict>, TestCaseError> {
-    let cfg: C = match serde_json::from_value(config.clone()) {
-        Ok(c) => c,
+/// The server's state machine on a Hello, for a server of `C`'s tests (of
+/// the test the Hello asks for, so the name check passes): the decoded
+/// configuration, or the verdict read from the refusal's reason.
+fn server_hello<C: TestConfig>(msg: &Message) -> Result<Result<C, Verdict>, TestCaseError> {
+    let Message::Hello { test, .. } = msg else {
+        return Err(TestCaseError::fail("not a hello"));
+    };
+    let mut server = ServerSession::new(Duration::from_secs(15), u64::MAX);
+    let refusal = match server.hello::<C>(msg.clone(), test) {
+        Ok(Ok(hello)) => return Ok(Ok(hello.config)),
+        Ok(Err(refusal)) => refusal.reason,
         Err(e) => {
-            prop_assert!(!e.to_string().is_empty());
-            return Ok(Err(Verdict::Malformed));
+            return Err(TestCaseError::fail(format!(
+                "a hello taken for another message: {e}"
+            )));
         }
     };
-    if let Err(e) = cfg.validate() {
-        prop_assert!(!e.flag.is_empty() && !e.message.is_empty());
+    prop_assert!(!refusal.is_empty());
+    if refusal.starts_with("malformed configuration: ") {
+        return Ok(Err(Verdict::Malformed));
+    }
+    if let Some(why) = refusal.strip_prefix("invalid configuration: ") {
+        // A ConfigError names its flag: "FLAG: MESSAGE".
+        prop_assert!(why.contains(": "), "{}", why);
         return Ok(Err(Verdict::Invalid));
     }
-    Ok(Ok(cfg))
+    prop_assert!(refusal.contains("offers"), "{}", refusal);
+    Ok(Err(Verdict::WrongQps))
 }
 
-fn serve_bw(config: &Value, offered: usize) -> Result<Verdict, TestCaseError> {
-    let cfg: BwConfig = match decode_valid(config)? {
+fn serve_bw(msg: &Message) -> Result<Verdict, TestCaseError> {
+    let cfg: BwConfig = match server_hello(msg)? {
         Ok(c) => c,
         Err(verdict) => return Ok(verdict),
     };
     bw_caps(&cfg)?;
     bw_memory(&cfg)?;
-    // `check_offer` of the bandwidth tests.
-    if offered != cfg.qps as usize {
-        return Ok(Verdict::WrongQps);
-    }
     Ok(Verdict::Accepted)
 }
 
-fn serve_lat(config: &Value, offered: usize) -> Result<Verdict, TestCaseError> {
-    let cfg: LatConfig = match decode_valid(config)? {
+fn serve_lat(msg: &Message) -> Result<Verdict, TestCaseError> {
+    let cfg: LatConfig = match server_hello(msg)? {
         Ok(c) => c,
         Err(verdict) => return Ok(verdict),
     };
     lat_caps(&cfg)?;
     lat_memory(&cfg)?;
-    // `check_offer` of the latency tests: one QP.
-    if offered != 1 {
-        return Ok(Verdict::WrongQps);
-    }
     Ok(Verdict::Accepted)
 }
 

@@ -1,0 +1,449 @@
+//! The session's two state machines driven against each other, without a
+//! device or a socket: every message goes through the wire codec (encoded
+//! and decoded, as the channel does) and time is a virtual clock. What a
+//! user of a pair relies on: both sides walk the same sizes in the same
+//! phases, each gets the other's typed result, an endless run ends when
+//! the client stops it, refusals reach the client with their reason, and
+//! a peer that breaks the protocol is an error, never a hang.
+
+use std::time::{Duration, Instant};
+
+use engine::config::{BwConfig, DurationMode, SETUP_PER_QP};
+use engine::lat::LatConfig;
+use engine::session::{
+    Accepted, Bound, ClientSession, Estimate, Next, NextPhase, ServerSession, SessionError, Walk,
+};
+use engine::wire::{Message, QpInfo, SideInfo, decode, encode};
+use proptest::prelude::*;
+use serde::{Deserialize, Serialize};
+
+const TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A result, as a test's outcome would be.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+struct Outcome {
+    size: u64,
+    from: u8,
+}
+
+/// One message over the wire: encoded and decoded as the channel does.
+fn wire(msg: &Message) -> Message {
+    let frame = encode(msg).expect("encodes");
+    let (back, used) = decode(&frame).expect("decodes");
+    assert_eq!(used, frame.len());
+    back
+}
+
+fn side(device: &str, mtu: u32) -> SideInfo {
+    SideInfo {
+        device: device.into(),
+        port: 1,
+        gid_index: Some(1),
+        gid: [0xfe; 16],
+        mtu,
+        link_layer: "Ethernet".into(),
+        rate: Some("100 Gb/sec (4X EDR)".into()),
+        max_rd_atom: 16,
+    }
+}
+
+fn qp(qpn: u32) -> QpInfo {
+    QpInfo {
+        qpn,
+        psn: 7,
+        lid: 0,
+        gid: [0xfe; 16],
+        rkey: 0x1234,
+        addr: 0x1000,
+        len: 65536,
+    }
+}
+
+/// A bandwidth configuration; an endless one (`--run_infinitely`) runs
+/// the last size in 5 s periods, as the flags build it.
+fn bw(sizes: &[u64], qps: u32, endless: bool) -> BwConfig {
+    let sizes = if endless {
+        sizes.last().map(|&s| vec![s]).unwrap_or_default()
+    } else {
+        sizes.to_vec()
+    };
+    BwConfig {
+        sizes,
+        qps,
+        endless,
+        duration: endless.then_some(DurationMode {
+            seconds: 5.0,
+            margin: 0.0,
+        }),
+        ..BwConfig::default()
+    }
+}
+
+/// What a pair did, side by side.
+#[derive(Debug, Default, PartialEq)]
+struct Log {
+    client_phases: Vec<(u32, u64)>,
+    server_phases: Vec<(u32, u64)>,
+    client_got: Vec<Option<Outcome>>,
+    server_got: Vec<Option<Outcome>>,
+}
+
+/// Runs a whole session between the two machines: hello, accept, the
+/// phases (the client stops after `stop_after` when given), goodbye.
+fn run_pair(cfg: &BwConfig, stop_after: Option<usize>) -> Result<Log, SessionError> {
+    let mut now = Instant::now();
+    let qps: Vec<QpInfo> = (0..cfg.qps).map(qp).collect();
+    let mut client = ClientSession::new(Walk::of(cfg, qps.len(), TIMEOUT));
+    let mut server = ServerSession::new(TIMEOUT, 1 << 30);
+    let (hello, bound) = client.hello(now, "write_bw", cfg, &side("c", 4096), 4096, qps.clone());
+    assert_eq!(
+        bound,
+        Bound::setup_of(now, qps.len(), TIMEOUT),
+        "the answer waits for the server's set-up of every QP"
+    );
+    let hello = match server.hello::<BwConfig>(wire(&hello), "write_bw")? {
+        Ok(h) => h,
+        Err(refusal) => {
+            return client
+                .on_answer(wire(&refusal.message()))
+                .map(|_| Log::default());
+        }
+    };
+    assert_eq!(hello.config, *cfg);
+    assert_eq!(hello.side.mtu, 4096);
+    let server_qps: Vec<QpInfo> = (100..100 + cfg.qps).map(qp).collect();
+    let accept = server.accept(&side("s", 1024), 1024, server_qps.clone());
+    let Accepted {
+        side,
+        qps: got,
+        mtu,
+    } = client.on_answer(wire(&accept))?;
+    assert_eq!((side.device.as_str(), side.mtu, mtu), ("s", 1024, 1024));
+    assert_eq!(got, server_qps);
+    let mut log = Log::default();
+    loop {
+        now += Duration::from_millis(3);
+        let stop = stop_after.is_some_and(|n| client.completed() >= n);
+        let (phase, bound) = match client.next_phase(now, stop) {
+            NextPhase::Run(p, b) => (p, b),
+            NextPhase::AllRun | NextPhase::Stopped => break,
+        };
+        assert_eq!(bound, Bound::barrier(now, phase.phase, qps.len(), TIMEOUT));
+        assert_eq!(client.in_progress(), Some(phase.size));
+        assert_eq!(
+            server.next_bound(now),
+            bound,
+            "both sides bound the first barrier alike"
+        );
+        let Next::Phase(sp) = server.next(&wire(&client.barrier()))? else {
+            panic!("the server took a barrier for a goodbye");
+        };
+        client.on_barrier(&wire(&server.barrier()))?;
+        log.client_phases.push((phase.phase, phase.size));
+        log.server_phases.push((sp.phase, sp.size));
+        now += Duration::from_millis(10);
+        let mine = Outcome {
+            size: phase.size,
+            from: 1,
+        };
+        let theirs = Outcome {
+            size: sp.size,
+            from: 2,
+        };
+        let done = client.done(Some(&mine));
+        log.server_got.push(server.on_done::<Outcome>(wire(&done))?);
+        let answer = server.done(Some(&theirs));
+        log.client_got
+            .push(client.on_done::<Outcome>(wire(&answer))?);
+        assert_eq!(client.in_progress(), None);
+        assert_eq!(client.completed(), server.completed());
+    }
+    let Next::Bye(answer) = server.next(&wire(&client.goodbye()))? else {
+        panic!("the server took a goodbye for a phase");
+    };
+    client.on_goodbye(&wire(&answer))?;
+    server.all_run()?;
+    Ok(log)
+}
+
+#[test]
+fn both_sides_walk_every_size_and_get_each_others_results() {
+    let cfg = bw(&[2, 4096, 65536], 2, false);
+    let log = run_pair(&cfg, None).unwrap();
+    let phases = vec![(0, 2), (1, 4096), (2, 65536)];
+    assert_eq!(log.client_phases, phases);
+    assert_eq!(log.server_phases, phases);
+    for (i, size) in [2, 4096, 65536].into_iter().enumerate() {
+        assert_eq!(log.client_got[i], Some(Outcome { size, from: 2 }));
+        assert_eq!(log.server_got[i], Some(Outcome { size, from: 1 }));
+    }
+}
+
+#[test]
+fn an_endless_run_repeats_its_size_until_the_client_stops_it() {
+    let log = run_pair(&bw(&[8192], 1, true), Some(5)).unwrap();
+    assert_eq!(
+        log.client_phases,
+        (0..5).map(|p| (p, 8192)).collect::<Vec<_>>()
+    );
+    assert_eq!(log.server_phases, log.client_phases);
+}
+
+#[test]
+fn a_side_without_a_result_sends_none_and_the_peer_gets_none() {
+    let cfg = bw(&[64], 1, false);
+    let mut client = ClientSession::new(Walk::of(&cfg, 1, TIMEOUT));
+    let mut server = ServerSession::new(TIMEOUT, 1 << 30);
+    let now = Instant::now();
+    let (hello, _) = client.hello(now, "write_bw", &cfg, &side("c", 1024), 1024, vec![qp(1)]);
+    server
+        .hello::<BwConfig>(wire(&hello), "write_bw")
+        .unwrap()
+        .unwrap();
+    client
+        .on_answer(wire(&server.accept(&side("s", 1024), 1024, vec![qp(2)])))
+        .unwrap();
+    let NextPhase::Run(..) = client.next_phase(now, false) else {
+        panic!("no phase")
+    };
+    server.next(&wire(&client.barrier())).unwrap();
+    client.on_barrier(&wire(&server.barrier())).unwrap();
+    let done = client.done::<Outcome>(None);
+    assert_eq!(server.on_done::<Outcome>(wire(&done)).unwrap(), None);
+    let answer = server.done::<Outcome>(None);
+    assert_eq!(client.on_done::<Outcome>(wire(&answer)).unwrap(), None);
+}
+
+/// The server's answer to a hello for `test` carrying `config` and `qps`
+/// QPs: its refusal reason, or `None` when accepted.
+fn refusal(test: &str, config: serde_json::Value, qps: usize, max_mem: u64) -> Option<String> {
+    let mut server = ServerSession::new(TIMEOUT, max_mem);
+    let hello = Message::Hello {
+        test: test.into(),
+        config,
+        side: side("c", 1024),
+        qps: (0..qps as u32).map(qp).collect(),
+    };
+    match server.hello::<BwConfig>(wire(&hello), "write_bw").unwrap() {
+        Ok(_) => server
+            .check_memory(Estimate {
+                memory: 1 << 20,
+                rings: 1 << 10,
+            })
+            .err()
+            .map(|r| r.reason),
+        Err(r) => Some(r.reason),
+    }
+}
+
+#[test]
+fn the_server_refuses_another_test_a_bad_configuration_and_a_wrong_offer() {
+    let good = serde_json::to_value(bw(&[65536], 2, false)).unwrap();
+    assert_eq!(refusal("write_bw", good.clone(), 2, 1 << 30), None);
+    assert_eq!(
+        refusal("read_bw", good.clone(), 2, 1 << 30).as_deref(),
+        Some("this server runs write_bw, the client asked for \"read_bw\"")
+    );
+    let malformed = refusal("write_bw", serde_json::json!({"sizes": "big"}), 2, 1 << 30).unwrap();
+    assert!(
+        malformed.starts_with("malformed configuration: "),
+        "{malformed}"
+    );
+    let zero = serde_json::to_value(bw(&[0], 2, false)).unwrap();
+    let invalid = refusal("write_bw", zero, 2, 1 << 30).unwrap();
+    assert!(invalid.starts_with("invalid configuration: "), "{invalid}");
+    assert_eq!(
+        refusal("write_bw", good.clone(), 3, 1 << 30).as_deref(),
+        Some("the configuration has 2 QPs, the client offers 3")
+    );
+    assert_eq!(
+        refusal("write_bw", good, 2, 1 << 20).as_deref(),
+        Some(
+            "the test needs 1049600 bytes on the server (1048576 of registered memory and an \
+             estimated 1024 of queue rings), above its --max-mem 1048576"
+        )
+    );
+    // A latency configuration's offer is one QP.
+    let lat = serde_json::to_value(LatConfig::default()).unwrap();
+    let mut server = ServerSession::new(TIMEOUT, 1 << 30);
+    let hello = Message::Hello {
+        test: "write_lat".into(),
+        config: lat,
+        side: side("c", 1024),
+        qps: vec![qp(1), qp(2)],
+    };
+    let refused = server
+        .hello::<LatConfig>(hello, "write_lat")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(
+        refused.reason,
+        "a latency test uses one QP, the client offers 2"
+    );
+}
+
+#[test]
+fn a_refusal_or_a_busy_server_reaches_the_client_with_its_reason() {
+    let cfg = bw(&[64], 4, false);
+    let run = |answer: Message| {
+        let mut client = ClientSession::new(Walk::of(&cfg, 4, TIMEOUT));
+        client.hello(
+            Instant::now(),
+            "write_bw",
+            &cfg,
+            &side("c", 1024),
+            1024,
+            vec![],
+        );
+        client.on_answer(wire(&answer)).unwrap_err().to_string()
+    };
+    assert_eq!(
+        run(Message::Reject {
+            reason: "the configuration has 2 QPs, the client offers 4".into()
+        }),
+        "the peer refused the test: the configuration has 2 QPs, the client offers 4"
+    );
+    assert_eq!(
+        run(Message::Busy {
+            reason: "it is running a write_bw session".into()
+        }),
+        "the server is busy: it is running a write_bw session"
+    );
+    assert_eq!(
+        run(Message::Accept {
+            side: side("s", 1000),
+            qps: vec![],
+            mtu: 1000
+        }),
+        "server chose an invalid MTU 1000"
+    );
+    assert_eq!(
+        run(Message::Barrier { phase: 0 }),
+        "protocol error: expected accept, got barrier"
+    );
+}
+
+/// A server that accepted `cfg`, waiting for the first barrier.
+fn accepted_server(cfg: &BwConfig) -> ServerSession {
+    let mut server = ServerSession::new(TIMEOUT, 1 << 30);
+    let hello = Message::Hello {
+        test: "write_bw".into(),
+        config: serde_json::to_value(cfg).unwrap(),
+        side: side("c", 1024),
+        qps: (0..cfg.qps).map(qp).collect(),
+    };
+    server
+        .hello::<BwConfig>(hello, "write_bw")
+        .unwrap()
+        .unwrap();
+    server.accept(&side("s", 1024), 1024, vec![]);
+    server
+}
+
+#[test]
+fn a_client_that_breaks_the_walk_is_an_error_on_the_server() {
+    let cfg = bw(&[2, 4, 8], 1, false);
+    // A barrier of another phase.
+    let mut s = accepted_server(&cfg);
+    assert_eq!(
+        s.next(&Message::Barrier { phase: 1 })
+            .unwrap_err()
+            .to_string(),
+        "protocol error: expected barrier, got barrier"
+    );
+    // A goodbye after one of three sizes: answered, then an error.
+    let mut s = accepted_server(&cfg);
+    s.next(&Message::Barrier { phase: 0 }).unwrap();
+    s.on_done::<Outcome>(Message::Done {
+        phase: 0,
+        result: None,
+    })
+    .unwrap();
+    s.done::<Outcome>(None);
+    assert_eq!(s.next(&Message::Bye).unwrap(), Next::Bye(Message::Bye));
+    assert_eq!(
+        s.all_run().unwrap_err().to_string(),
+        "client ended after 1 of 3 sizes"
+    );
+    // A phase beyond the sizes.
+    let one = bw(&[2], 1, false);
+    let mut s = accepted_server(&one);
+    s.next(&Message::Barrier { phase: 0 }).unwrap();
+    s.on_done::<Outcome>(Message::Done {
+        phase: 0,
+        result: None,
+    })
+    .unwrap();
+    s.done::<Outcome>(None);
+    assert_eq!(
+        s.next(&Message::Barrier { phase: 1 })
+            .unwrap_err()
+            .to_string(),
+        "client started phase 1 of a 1-size test"
+    );
+    // A result that is not one.
+    let mut s = accepted_server(&cfg);
+    s.next(&Message::Barrier { phase: 0 }).unwrap();
+    let bad = s
+        .on_done::<Outcome>(Message::Done {
+            phase: 0,
+            result: Some(serde_json::json!("fast")),
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(bad.starts_with("the client's result: "), "{bad}");
+}
+
+#[test]
+fn bounds_follow_the_virtual_clock() {
+    let cfg = bw(&[65536], 100, false);
+    let t0 = Instant::now();
+    let client = ClientSession::new(Walk::of(&cfg, 100, TIMEOUT));
+    let budget = Duration::from_secs(2);
+    assert_eq!(
+        client.phase_bound(t0, budget),
+        Bound::Phase {
+            at: t0 + budget + TIMEOUT,
+            bound: budget + TIMEOUT
+        }
+    );
+    // The first barrier: --timeout plus the set-up allowance per QP.
+    let first = Bound::barrier(t0, 0, 100, TIMEOUT);
+    assert_eq!(
+        first.deadline(t0, TIMEOUT),
+        t0 + TIMEOUT + SETUP_PER_QP * 100
+    );
+    // A later one: --timeout from when the wait starts.
+    let later = Bound::barrier(t0, 1, 100, TIMEOUT);
+    let t1 = t0 + Duration::from_secs(60);
+    assert_eq!(later.deadline(t1, TIMEOUT), t1 + TIMEOUT);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any walk: both sides run the same phases with the same sizes, in
+    /// order, each with the other's result; an endless walk stops where
+    /// the client stops it.
+    #[test]
+    fn any_walk_runs_the_same_phases_on_both_sides(
+        sizes in prop::collection::vec(1u64..=(8 << 20), 1..12),
+        qps in 1u32..64,
+        endless in any::<bool>(),
+        stop_after in 0usize..20,
+    ) {
+        let cfg = bw(&sizes, qps, endless);
+        let log = run_pair(&cfg, endless.then_some(stop_after)).unwrap();
+        let expected: Vec<(u32, u64)> = if endless {
+            (0..stop_after as u32).map(|p| (p, *sizes.last().unwrap())).collect()
+        } else {
+            sizes.iter().enumerate().map(|(p, &s)| (p as u32, s)).collect()
+        };
+        prop_assert_eq!(&log.client_phases, &expected);
+        prop_assert_eq!(&log.server_phases, &expected);
+        for (i, &(_, size)) in expected.iter().enumerate() {
+            prop_assert_eq!(log.client_got[i], Some(Outcome { size, from: 2 }));
+            prop_assert_eq!(log.server_got[i], Some(Outcome { size, from: 1 }));
+        }
+    }
+}
