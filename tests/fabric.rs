@@ -11,7 +11,9 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use support::exposition::sample;
-use support::{Reaper, TempDir, fixture, free_port, http_get, peers, test_device, text};
+use support::{
+    Reaper, TempDir, assert_promtool_clean, fixture, free_port, http_get, peers, test_device, text,
+};
 
 const RDMAPERF: &str = env!("CARGO_BIN_EXE_rdmaperf");
 
@@ -654,7 +656,11 @@ fn exporter_refuses_probe_urls_beyond_its_limits_and_keeps_serving() {
     let tree = fixture_str("sysfs/complete");
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let _exporter = Reaper::spawn(
+    // libibverbs reads sysfs under SYSFS_PATH: an empty one is a host
+    // without RDMA, whatever this host has.
+    let no_rdma = TempDir::new("nordma");
+    let no_rdma = no_rdma.root().to_str().unwrap();
+    let _exporter = Reaper::spawn_env(
         RDMAPERF,
         &[
             "exporter",
@@ -667,10 +673,26 @@ fn exporter_refuses_probe_urls_beyond_its_limits_and_keeps_serving() {
             "--max-duration",
             "5",
         ],
+        &[("SYSFS_PATH", no_rdma)],
     );
     let limit = Duration::from_secs(20);
     let (status, body) = http_get_when_up(port, "/metrics", limit);
     assert_eq!(status, 200);
+    // A probe whose test finds no device: success 0, the test's own
+    // message in the comment, and promtool-clean.
+    let (status, probe) = http_get(port, "/probe?target=127.0.0.1:1&duration=1", limit).unwrap();
+    assert_eq!(status, 200, "{probe}");
+    assert_eq!(
+        sample(&probe, "rdmaperf_probe_success", &[]),
+        Some(0.0),
+        "{probe}"
+    );
+    let comment = format!(
+        "# probe failed: write_bw exited 1: write_bw: error: no RDMA devices in \
+         {no_rdma}/class/infiniband (is the driver loaded? for soft-RoCE: rdma link add)\n"
+    );
+    assert!(probe.starts_with(&comment), "{probe}");
+    assert_promtool_clean(&probe, "the exporter's /probe (failed)");
     assert_eq!(
         sample(
             &body,

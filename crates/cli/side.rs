@@ -181,8 +181,8 @@ fn create_qp(
         .map_err(|e| match &e {
             verbs::Error::Verb {
                 verb: "ibv_create_qp" | "ibv_create_qp_ex",
-                source,
-            } if source.raw_os_error() == Some(nix::libc::EINVAL) && layout.inline_size > 0 => {
+                os_error,
+            } if os_error.raw_os_error() == Some(nix::libc::EINVAL) && layout.inline_size > 0 => {
                 anyhow::Error::new(UsageError(format!(
                     "-I/--inline-size: {} refused a QP with {} bytes of inline data \
                  (or tx depth {}): {e}",
