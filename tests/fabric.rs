@@ -678,6 +678,7 @@ fn exporter_refuses_probe_urls_beyond_its_limits_and_keeps_serving() {
     let limit = Duration::from_secs(20);
     let (status, body) = http_get_when_up(port, "/metrics", limit);
     assert_eq!(status, 200);
+    assert_promtool_clean(&body, "the exporter's /metrics");
     // A probe whose test finds no device: success 0, the test's own
     // message in the comment, and promtool-clean.
     let (status, probe) = http_get(port, "/probe?target=127.0.0.1:1&duration=1", limit).unwrap();
@@ -789,6 +790,7 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
     );
     let (status, metrics) = http_get_when_up(exporter_port, "/metrics", Duration::from_secs(30));
     assert_eq!(status, 200, "{metrics}");
+    assert_promtool_clean(&metrics, "the exporter's /metrics");
     assert!(
         sample(
             &metrics,
@@ -819,6 +821,21 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
         "dead-target probe took {:?}",
         t0.elapsed()
     );
+    assert_promtool_clean(&body, "a failed probe");
+    // A probe of the live server: its test's results (bandwidth) too.
+    let (status, body) = http_get(
+        exporter_port,
+        &format!("/probe?target=127.0.0.1:{server_port}&test=write_bw&duration=1"),
+        Duration::from_secs(40),
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        sample(&body, "rdmaperf_probe_success", &[]),
+        Some(1.0),
+        "{body}"
+    );
+    assert_promtool_clean(&body, "a probe of a live server");
 
     let dir = TempDir::new("prometheus");
     let config = dir.path("prometheus.yml");
@@ -960,6 +977,7 @@ fn a_latency_test_writes_its_percentiles_as_a_prometheus_summary() {
     let first: serde_json::Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
     let r = &first["result"];
     let text = std::fs::read_to_string(&prom).unwrap();
+    assert_promtool_clean(&text, "write_lat --prom");
     for (q, key) in [
         ("0.5", "p50_us"),
         ("0.9", "p90_us"),
