@@ -801,41 +801,33 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
         "{metrics}"
     );
 
+    // A probe of `target` with write_bw for 1 s: 200, its
+    // rdmaperf_probe_success `want`, promtool-clean.
+    let probe = |target: u16, want: f64, what: &str| {
+        let (status, body) = http_get(
+            exporter_port,
+            &format!("/probe?target=127.0.0.1:{target}&test=write_bw&duration=1"),
+            Duration::from_secs(40),
+        )
+        .unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            sample(&body, "rdmaperf_probe_success", &[]),
+            Some(want),
+            "{body}"
+        );
+        assert_promtool_clean(&body, what);
+    };
     // A dead target: success 0 within the probe bound; the exporter lives on.
-    let dead = free_port();
     let t0 = Instant::now();
-    let (status, body) = http_get(
-        exporter_port,
-        &format!("/probe?target=127.0.0.1:{dead}&test=write_bw&duration=1"),
-        Duration::from_secs(40),
-    )
-    .unwrap();
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(
-        sample(&body, "rdmaperf_probe_success", &[]),
-        Some(0.0),
-        "{body}"
-    );
+    probe(free_port(), 0.0, "a failed probe");
     assert!(
         t0.elapsed() < Duration::from_secs(30),
         "dead-target probe took {:?}",
         t0.elapsed()
     );
-    assert_promtool_clean(&body, "a failed probe");
     // A probe of the live server: its test's results (bandwidth) too.
-    let (status, body) = http_get(
-        exporter_port,
-        &format!("/probe?target=127.0.0.1:{server_port}&test=write_bw&duration=1"),
-        Duration::from_secs(40),
-    )
-    .unwrap();
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(
-        sample(&body, "rdmaperf_probe_success", &[]),
-        Some(1.0),
-        "{body}"
-    );
-    assert_promtool_clean(&body, "a probe of a live server");
+    probe(server_port, 1.0, "a probe of a live server");
 
     let dir = TempDir::new("prometheus");
     let config = dir.path("prometheus.yml");
