@@ -177,3 +177,77 @@ fn a_closed_stdout_ends_the_run_quietly_with_exit_0() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(out.stderr.is_empty(), "stderr: {}", text(&out.stderr));
 }
+
+/// The message of a host without RDMA devices, as `rdmaperf ports` words it
+/// for the directory `dir`.
+fn no_devices(dir: &str) -> String {
+    format!("no RDMA devices in {dir} (is the driver loaded? for soft-RoCE: rdma link add)")
+}
+
+const TEST_BINARIES: [(&str, &str); 7] = [
+    ("write_bw", env!("CARGO_BIN_EXE_write_bw")),
+    ("write_lat", env!("CARGO_BIN_EXE_write_lat")),
+    ("read_bw", env!("CARGO_BIN_EXE_read_bw")),
+    ("read_lat", env!("CARGO_BIN_EXE_read_lat")),
+    ("send_bw", env!("CARGO_BIN_EXE_send_bw")),
+    ("send_lat", env!("CARGO_BIN_EXE_send_lat")),
+    ("atomic_bw", env!("CARGO_BIN_EXE_atomic_bw")),
+];
+
+/// Runs every test binary, as a server and with `--list-devices`, with
+/// `env` added: each must print `<name>: error: <want>` alone on stderr,
+/// nothing on stdout, and exit 1.
+fn assert_every_binary_says(env: &[(&str, &str)], want: &str) {
+    for (name, path) in TEST_BINARIES {
+        for args in [&[][..], &["--list-devices"][..]] {
+            let out = Command::new(path)
+                .args(args)
+                .envs(env.iter().copied())
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("spawn binary");
+            assert_eq!(
+                text(&out.stderr),
+                format!("{name}: error: {want}\n"),
+                "{name} {args:?}"
+            );
+            assert!(
+                out.stdout.is_empty(),
+                "{name} {args:?}: {}",
+                text(&out.stdout)
+            );
+            assert_eq!(out.status.code(), Some(1), "{name} {args:?}");
+        }
+    }
+}
+
+/// First contact on a machine without RDMA: every test binary says what
+/// `rdmaperf ports` says, once, and exits 1. libibverbs reads sysfs under
+/// `SYSFS_PATH` (default /sys); pointed at an empty directory it finds no
+/// kernel RDMA support (ENOSYS), on any host — that part always runs.
+/// The same on this host's own /sys runs when it has no RDMA device
+/// (CI, the host of scripts/test); on a host with one it is not this
+/// case, and only the first part is checked (docs/reliability.md).
+#[test]
+fn without_rdma_every_binary_says_no_devices_as_ports_does_and_exits_1() {
+    let empty = support::TempDir::new("nordma");
+    let root = empty.root().to_str().unwrap();
+    let dir = format!("{root}/class/infiniband");
+    let ports = Command::new(env!("CARGO_BIN_EXE_rdmaperf"))
+        .args(["ports", "--sysfs-root", root])
+        .output()
+        .expect("spawn rdmaperf");
+    assert_eq!(
+        text(&ports.stderr),
+        format!("rdmaperf: error: {}\n", no_devices(&dir))
+    );
+    assert_eq!(ports.status.code(), Some(1));
+    assert_every_binary_says(&[("SYSFS_PATH", root)], &no_devices(&dir));
+
+    let host_has_devices = std::fs::read_dir("/sys/class/infiniband")
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false);
+    if !host_has_devices {
+        assert_every_binary_says(&[], &no_devices("/sys/class/infiniband"));
+    }
+}

@@ -11,7 +11,9 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use support::exposition::sample;
-use support::{Reaper, TempDir, fixture, free_port, http_get, peers, test_device, text};
+use support::{
+    Reaper, TempDir, assert_promtool_clean, fixture, free_port, http_get, peers, test_device, text,
+};
 
 const RDMAPERF: &str = env!("CARGO_BIN_EXE_rdmaperf");
 
@@ -654,7 +656,11 @@ fn exporter_refuses_probe_urls_beyond_its_limits_and_keeps_serving() {
     let tree = fixture_str("sysfs/complete");
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let _exporter = Reaper::spawn(
+    // libibverbs reads sysfs under SYSFS_PATH: an empty one is a host
+    // without RDMA, whatever this host has.
+    let no_rdma = TempDir::new("nordma");
+    let no_rdma = no_rdma.root().to_str().unwrap();
+    let _exporter = Reaper::spawn_env(
         RDMAPERF,
         &[
             "exporter",
@@ -667,10 +673,27 @@ fn exporter_refuses_probe_urls_beyond_its_limits_and_keeps_serving() {
             "--max-duration",
             "5",
         ],
+        &[("SYSFS_PATH", no_rdma)],
     );
     let limit = Duration::from_secs(20);
     let (status, body) = http_get_when_up(port, "/metrics", limit);
     assert_eq!(status, 200);
+    assert_promtool_clean(&body, "the exporter's /metrics");
+    // A probe whose test finds no device: success 0, the test's own
+    // message in the comment, and promtool-clean.
+    let (status, probe) = http_get(port, "/probe?target=127.0.0.1:1&duration=1", limit).unwrap();
+    assert_eq!(status, 200, "{probe}");
+    assert_eq!(
+        sample(&probe, "rdmaperf_probe_success", &[]),
+        Some(0.0),
+        "{probe}"
+    );
+    let comment = format!(
+        "# probe failed: write_bw exited 1: write_bw: error: no RDMA devices in \
+         {no_rdma}/class/infiniband (is the driver loaded? for soft-RoCE: rdma link add)\n"
+    );
+    assert!(probe.starts_with(&comment), "{probe}");
+    assert_promtool_clean(&probe, "the exporter's /probe (failed)");
     assert_eq!(
         sample(
             &body,
@@ -767,6 +790,7 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
     );
     let (status, metrics) = http_get_when_up(exporter_port, "/metrics", Duration::from_secs(30));
     assert_eq!(status, 200, "{metrics}");
+    assert_promtool_clean(&metrics, "the exporter's /metrics");
     assert!(
         sample(
             &metrics,
@@ -777,26 +801,33 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
         "{metrics}"
     );
 
+    // A probe of `target` with write_bw for 1 s: 200, its
+    // rdmaperf_probe_success `want`, promtool-clean.
+    let probe = |target: u16, want: f64, what: &str| {
+        let (status, body) = http_get(
+            exporter_port,
+            &format!("/probe?target=127.0.0.1:{target}&test=write_bw&duration=1"),
+            Duration::from_secs(40),
+        )
+        .unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            sample(&body, "rdmaperf_probe_success", &[]),
+            Some(want),
+            "{body}"
+        );
+        assert_promtool_clean(&body, what);
+    };
     // A dead target: success 0 within the probe bound; the exporter lives on.
-    let dead = free_port();
     let t0 = Instant::now();
-    let (status, body) = http_get(
-        exporter_port,
-        &format!("/probe?target=127.0.0.1:{dead}&test=write_bw&duration=1"),
-        Duration::from_secs(40),
-    )
-    .unwrap();
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(
-        sample(&body, "rdmaperf_probe_success", &[]),
-        Some(0.0),
-        "{body}"
-    );
+    probe(free_port(), 0.0, "a failed probe");
     assert!(
         t0.elapsed() < Duration::from_secs(30),
         "dead-target probe took {:?}",
         t0.elapsed()
     );
+    // A probe of the live server: its test's results (bandwidth) too.
+    probe(server_port, 1.0, "a probe of a live server");
 
     let dir = TempDir::new("prometheus");
     let config = dir.path("prometheus.yml");
@@ -938,6 +969,7 @@ fn a_latency_test_writes_its_percentiles_as_a_prometheus_summary() {
     let first: serde_json::Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
     let r = &first["result"];
     let text = std::fs::read_to_string(&prom).unwrap();
+    assert_promtool_clean(&text, "write_lat --prom");
     for (q, key) in [
         ("0.5", "p50_us"),
         ("0.9", "p90_us"),

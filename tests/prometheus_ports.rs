@@ -4,8 +4,11 @@
 //! `counters/`), where node_exporter's collector fails, ours still
 //! reports the port.
 //!
-//! Needs `/usr/bin/prometheus-node-exporter` (scripts/setup installs it),
-//! no RDMA device. node_exporter listens on a free loopback port only.
+//! Every exposition of ours must also pass `promtool check metrics` with
+//! no finding.
+//!
+//! Needs `/usr/bin/prometheus-node-exporter` and `/usr/bin/promtool`
+//! (scripts/setup installs both), no RDMA device. node_exporter listens on a free loopback port only.
 
 mod support;
 
@@ -19,7 +22,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use support::exposition::{SeriesKey, parse_exposition};
-use support::{TempDir, assert_ok, fixture, free_port, http_get};
+use support::{TempDir, assert_ok, assert_promtool_clean, fixture, free_port, http_get};
 
 const NODE_EXPORTER: &str = "/usr/bin/prometheus-node-exporter";
 
@@ -141,7 +144,10 @@ fn our_exposition(tree: &Path, dir: &TempDir) -> String {
         .output()
         .unwrap();
     assert_ok(&out, "rdmaperf ports --prom");
-    fs::read_to_string(&prom).unwrap_or_else(|e| panic!("reading {}: {e}", prom.display()))
+    let text =
+        fs::read_to_string(&prom).unwrap_or_else(|e| panic!("reading {}: {e}", prom.display()));
+    assert_promtool_clean(&text, &format!("ports --prom of {}", tree.display()));
+    text
 }
 
 fn series(name: &str, labels: &[(&str, &str)]) -> SeriesKey {
@@ -255,7 +261,7 @@ fn every_node_exporter_infiniband_series_is_reproduced() {
         ),
         (
             series(
-                "rdmaperf_port_hw_counter_total",
+                "rdmaperf_port_hw_stat_total",
                 &[roce[0], roce[1], ("counter", "np_cnp_sent")],
             ),
             1204.0,
@@ -336,7 +342,7 @@ fn a_port_without_counters_is_reported_where_node_exporter_fails() {
             counted += 1;
             expect(
                 series(
-                    "rdmaperf_port_hw_counter_total",
+                    "rdmaperf_port_hw_stat_total",
                     &[("device", "rxe0"), ("port", "1"), ("counter", &name)],
                 ),
                 value,
@@ -346,7 +352,7 @@ fn a_port_without_counters_is_reported_where_node_exporter_fails() {
     assert_eq!(counted, 15, "rxe's 15 counters besides lifespan");
     let hw_series = ours
         .keys()
-        .filter(|(name, _)| name == "rdmaperf_port_hw_counter_total")
+        .filter(|(name, _)| name == "rdmaperf_port_hw_stat_total")
         .count();
     assert_eq!(hw_series, counted);
     // No counters/ means no PMA counter series.

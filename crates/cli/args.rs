@@ -999,6 +999,39 @@ mod tests {
         )
     }
 
+    /// Every argument id the applicability tables (and `applies`' own
+    /// cases) name is one of clap's, in every test's command: a misspelt
+    /// id would silently apply everywhere.
+    #[test]
+    fn the_flag_tables_name_only_real_argument_ids() {
+        let case_by_case = [
+            "inline_size",
+            "rx_depth",
+            "atomic_type",
+            "write_with_imm",
+            "outs",
+        ];
+        let tables: [(&str, &[&str]); 5] = [
+            ("BW_ONLY", &BW_ONLY),
+            ("LAT_ONLY", &LAT_ONLY),
+            ("LAT_IGNORED", &LAT_IGNORED),
+            ("TEST_FLAGS", &TEST_FLAGS),
+            ("applies' cases", &case_by_case),
+        ];
+        for spec in engine::spec::IMPLEMENTED {
+            let cmd = command(spec);
+            let ids: Vec<&str> = cmd.get_arguments().map(|a| a.get_id().as_str()).collect();
+            for (table, names) in tables {
+                for id in names {
+                    assert!(
+                        ids.contains(id),
+                        "{table} names {id:?}, not an argument of {spec}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn flags_of_other_tests_are_refused_naming_the_flag() {
         let e = parse_args(TestSpec::READ_LAT, &["-b", "host"]).unwrap_err();

@@ -16,7 +16,7 @@ pub fn collect(device: Option<&str>, port: Option<u8>) -> Result<Vec<DeviceListi
         None => {
             let all = verbs::devices()?;
             if all.is_empty() {
-                return Err(verbs::Error::NoDevices);
+                return Err(verbs::Error::no_devices());
             }
             all.into_iter().map(|d| d.name).collect()
         }

@@ -184,13 +184,15 @@ impl Drop for JsonFile {
 }
 
 /// Whether an error is the user's input (exit 2) rather than a failure
-/// while running (exit 1). Only a [`UsageError`] is: the code that knows
+/// while running (exit 1). Only a [`UsageError`] is (and
+/// [`side::InlineRefused`], the `-I` refusal, a usage error of its own
+/// type): the code that knows
 /// an error comes from a flag makes it one where it happens (naming the
 /// flag); nothing is reclassified after the fact from what a lower layer
 /// returned, so a peer's bad value or a failed allocation exits 1.
 pub fn is_usage_error(err: &anyhow::Error) -> bool {
     err.chain()
-        .any(|cause| cause.downcast_ref::<UsageError>().is_some())
+        .any(|cause| cause.is::<UsageError>() || cause.is::<side::InlineRefused>())
 }
 
 /// The binaries' `main` tail: prints the error on stderr and picks the

@@ -42,7 +42,7 @@ pub fn open_port(
             .into_iter()
             .next()
             .map(|d| d.name)
-            .ok_or(verbs::Error::NoDevices)?,
+            .ok_or_else(verbs::Error::no_devices)?,
     };
     let ctx = Context::open(&name).map_err(|e| match e {
         verbs::Error::NoSuchDevice { .. } => {

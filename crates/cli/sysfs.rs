@@ -69,9 +69,10 @@ pub enum InventoryError {
         /// Why.
         source: std::io::Error,
     },
-    /// No RDMA device at all.
-    #[error("no RDMA devices in {0} (is the driver loaded? for soft-RoCE: rdma link add)")]
-    NoDevices(PathBuf),
+    /// No RDMA device at all: [`verbs::Error::NoDevices`], so the test
+    /// binaries, which ask libibverbs, say the same.
+    #[error(transparent)]
+    NoDevices(verbs::Error),
     /// `-d` names a device that does not exist.
     #[error("no RDMA device {name:?} (devices: {available})")]
     NoSuchDevice {
@@ -242,14 +243,14 @@ pub fn read_devices(
     let dir = sysfs_root.join("class/infiniband");
     if let Err(source) = fs::read_dir(&dir) {
         return Err(if source.kind() == std::io::ErrorKind::NotFound {
-            InventoryError::NoDevices(dir)
+            InventoryError::NoDevices(verbs::Error::NoDevices { dir })
         } else {
             InventoryError::List { path: dir, source }
         });
     }
     let names = names_in(&dir);
     if names.is_empty() {
-        return Err(InventoryError::NoDevices(dir));
+        return Err(InventoryError::NoDevices(verbs::Error::NoDevices { dir }));
     }
     if let Some(want) = only
         && !names.iter().any(|n| n == want)

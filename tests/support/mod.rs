@@ -656,3 +656,40 @@ pub fn write_and_verify(
         "bytes after the range changed"
     );
 }
+
+/// Debian's promtool (package `prometheus`, which scripts/setup installs;
+/// the VM runs over the host's filesystem, so it is there too).
+pub const PROMTOOL: &str = "/usr/bin/promtool";
+
+/// Asserts that `promtool check metrics` accepts `exposition` with no
+/// problem at all (its exit code 0 and nothing printed: lint findings
+/// such as naming hints fail it too). `what` names the exposition.
+pub fn assert_promtool_clean(exposition: &str, what: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    assert!(
+        std::path::Path::new(PROMTOOL).exists(),
+        "{PROMTOOL} is missing: run scripts/setup (it installs Debian's prometheus)"
+    );
+    let mut child = Command::new(PROMTOOL)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {PROMTOOL}: {e}"));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics on {what}: {}\n{}{}\n--- exposition ---\n{exposition}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}

@@ -772,7 +772,7 @@ impl Measure for LatMeasure {
         let retry = port.clone();
         match Side::create(port, &self.layout(role)) {
             Ok(s) => Ok(s),
-            Err(e) if e.chain().any(|c| c.downcast_ref::<UsageError>().is_some()) => {
+            Err(e) if retries_without_inline(&e) => {
                 eprintln!(
                     "{}: warning: {} refused {} bytes of inline data; sending without inline",
                     self.spec,
@@ -996,5 +996,30 @@ impl Measure for LatMeasure {
 
     fn verdicts(&mut self, _side: &Side) -> Vec<VerdictRecord> {
         std::mem::take(&mut self.verdicts)
+    }
+}
+
+/// Whether a failed [`Side::create`] with the default inline size is
+/// tried again without inline data.
+fn retries_without_inline(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.is::<crate::side::InlineRefused>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_inline_refusal_is_retried_without_inline() {
+        let too_many_qps = anyhow::Error::new(UsageError(
+            "-q/--qp: 100000 QPs; rxe0 allows 65536 (max_qp)".to_owned(),
+        ));
+        assert!(!retries_without_inline(&too_many_qps));
+        let refused = anyhow::Error::new(crate::side::InlineRefused(
+            "-I/--inline-size: rxe0 refused a QP with 220 bytes of inline data".to_owned(),
+        ))
+        .context("creating the client's side");
+        assert!(retries_without_inline(&refused));
+        assert!(crate::is_usage_error(&refused));
     }
 }

@@ -532,7 +532,7 @@ const BYTES_PER_SECOND_PER_GBPS: f64 = 125_000_000.0;
 /// | `rdmaperf_port_active_mtu_bytes` | `device, port` | active MTU, when known |
 /// | `rdmaperf_port_max_mtu_bytes` | `device, port` | maximum MTU, when known |
 /// | `rdmaperf_port_gid_info` | `device, port, index, gid, type, netdev, ipv4` | 1 per valid GID |
-/// | `rdmaperf_port_hw_counter_total` | `device, port, counter` | each `hw_counters/` file but `lifespan` |
+/// | `rdmaperf_port_hw_stat_total` | `device, port, counter` | each `hw_counters/` file but `lifespan` |
 /// | `rdmaperf_port_hw_counters_lifespan_seconds` | `device, port` | `hw_counters/lifespan` ÷ 1000 |
 ///
 /// Info labels whose value is unknown are present with `""` (as
@@ -762,7 +762,7 @@ fn rdmaperf_port(e: &mut Exposition, device: &str, port: &PortState) {
             );
         } else {
             e.sample(
-                "rdmaperf_port_hw_counter_total",
+                "rdmaperf_port_hw_stat_total",
                 "A driver counter of the port (hw_counters/<counter>), raw; names and meanings vary by driver.",
                 MetricType::Counter,
                 &[("device", device), ("port", number.as_str()), ("counter", name.as_str())],
@@ -805,9 +805,7 @@ fn latency_quantiles(s: &LatStats) -> [(f64, f64); 5] {
 /// |---|---|---|
 /// | `rdmaperf_run_info` | gauge | 1; adds `gid`, `gid_index`, `link_layer`, `rate`, `peer_port` |
 /// | `rdmaperf_path_mtu_bytes` | gauge | path MTU |
-/// | `rdmaperf_bandwidth_bits_per_second` | gauge | average bandwidth |
 /// | `rdmaperf_bandwidth_bytes_per_second` | gauge | average bandwidth |
-/// | `rdmaperf_bandwidth_peak_bits_per_second` | gauge | peak bandwidth |
 /// | `rdmaperf_bandwidth_peak_bytes_per_second` | gauge | peak bandwidth |
 /// | `rdmaperf_messages_per_second` | gauge | message rate |
 /// | `rdmaperf_measurement_duration_seconds` | gauge | measured span (bandwidth) |
@@ -910,25 +908,11 @@ impl ResultMetrics {
         let e = &mut self.exposition;
         let g = MetricType::Gauge;
         e.sample(
-            "rdmaperf_bandwidth_bits_per_second",
-            "Average bandwidth of the size, bits per second (both directions summed when bidirectional).",
-            g,
-            labels,
-            avg * 8.0,
-        );
-        e.sample(
             "rdmaperf_bandwidth_bytes_per_second",
             "Average bandwidth of the size, bytes per second (both directions summed when bidirectional).",
             g,
             labels,
             avg,
-        );
-        e.sample(
-            "rdmaperf_bandwidth_peak_bits_per_second",
-            "Peak bandwidth of the size, bits per second.",
-            g,
-            labels,
-            peak * 8.0,
         );
         e.sample(
             "rdmaperf_bandwidth_peak_bytes_per_second",
@@ -1312,7 +1296,7 @@ mod tests {
         assert_eq!(lines_of(&text, "node_infiniband_").len(), 1 + 3 + 21);
         assert!(!text.contains("node_infiniband_local_ack_timeout"));
         assert!(text.contains(
-            "rdmaperf_port_hw_counter_total{device=\"mlx5_0\",port=\"1\",counter=\"local_ack_timeout_err\"} 12\n"
+            "rdmaperf_port_hw_stat_total{device=\"mlx5_0\",port=\"1\",counter=\"local_ack_timeout_err\"} 12\n"
         ));
         assert!(text.contains(
             "rdmaperf_port_hw_counters_lifespan_seconds{device=\"mlx5_0\",port=\"1\"} 0.01\n"
@@ -1374,10 +1358,10 @@ mod tests {
             ]
         );
         assert_eq!(
-            lines_of(&text, "rdmaperf_port_hw_counter_total"),
+            lines_of(&text, "rdmaperf_port_hw_stat_total"),
             [
-                "rdmaperf_port_hw_counter_total{device=\"rxe0\",port=\"1\",counter=\"rcvd_seq_err\"} 0",
-                "rdmaperf_port_hw_counter_total{device=\"rxe0\",port=\"1\",counter=\"sent_pkts\"} 1.048576e+06",
+                "rdmaperf_port_hw_stat_total{device=\"rxe0\",port=\"1\",counter=\"rcvd_seq_err\"} 0",
+                "rdmaperf_port_hw_stat_total{device=\"rxe0\",port=\"1\",counter=\"sent_pkts\"} 1.048576e+06",
             ]
         );
         assert!(text.contains("rdmaperf_port_active_mtu_bytes{device=\"rxe0\",port=\"1\"} 1024\n"));
@@ -1433,7 +1417,7 @@ mod tests {
     }
 
     #[test]
-    fn bandwidth_results_in_bits_and_bytes() {
+    fn bandwidth_results_in_bytes() {
         let ctx = context();
         let mut m = ResultMetrics::new();
         m.size(&SizeRecord {
@@ -1450,12 +1434,8 @@ mod tests {
             &format!("rdmaperf_bandwidth_bytes_per_second{labels} "),
         );
         assert!((bytes - 65.536e9).abs() < 1.0, "{bytes}");
-        let bits = value_of(
-            &text,
-            &format!("rdmaperf_bandwidth_bits_per_second{labels} "),
-        );
-        assert!((bits - 524.288e9).abs() < 8.0, "{bits}");
-        assert_eq!(bits, bytes * 8.0);
+        // Prometheus' base unit is bytes: no bits series (promtool).
+        assert!(!text.contains("bits"), "{text}");
         let rate = value_of(&text, &format!("rdmaperf_messages_per_second{labels} "));
         assert!((rate - 1e6).abs() < 1e-3, "{rate}");
         assert_eq!(

@@ -48,14 +48,13 @@ pub struct DeviceInfo {
 /// [`Error::NoDevices`] when asked for a device and there is none.
 ///
 /// # Errors
-/// [`Error::Verb`] when `ibv_get_device_list` fails (e.g. `ENOSYS` when the
-/// kernel has no RDMA support).
+/// [`Error::NoDevices`] when the kernel has no RDMA support (see
+/// [`device_list`]); [`Error::Verb`] when `ibv_get_device_list` fails
+/// otherwise.
 #[doc(alias = "ibv_get_device_list")]
 pub fn devices() -> Result<Vec<DeviceInfo>> {
     let mut n: libc::c_int = 0;
-    // SAFETY: `n` is a valid out-pointer; the returned array is freed below.
-    let list = unsafe { ffi::ibv_get_device_list(&mut n) };
-    let list = check_ptr("ibv_get_device_list", list)?;
+    let list = device_list(&mut n)?;
     let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
     for i in 0..usize::try_from(n).unwrap_or(0) {
         // SAFETY: the list holds `n` valid device pointers until freed.
@@ -70,6 +69,26 @@ pub fn devices() -> Result<Vec<DeviceInfo>> {
     // SAFETY: `list` came from `ibv_get_device_list` and is freed once.
     unsafe { ffi::ibv_free_device_list(list.as_ptr()) };
     Ok(out)
+}
+
+/// `ibv_get_device_list`, its count in `n`; the caller frees the list.
+/// Failing with `ENOSYS`, libibverbs found no RDMA in the kernel (no
+/// `class/infiniband_verbs`): that is [`Error::NoDevices`] when the
+/// kernel's device directory holds no device either (with a device there,
+/// the verbs interface alone is missing, and the errno says so).
+fn device_list(n: &mut libc::c_int) -> Result<NonNull<*mut ffi::ibv_device>> {
+    // SAFETY: `n` is a valid out-pointer; the caller frees the list.
+    let list = unsafe { ffi::ibv_get_device_list(n) };
+    check_ptr("ibv_get_device_list", list).map_err(|e| match e {
+        Error::Verb { ref os_error, .. }
+            if os_error.raw_os_error() == Some(libc::ENOSYS)
+                && !std::fs::read_dir(crate::error::kernel_device_dir())
+                    .is_ok_and(|mut d| d.next().is_some()) =>
+        {
+            Error::no_devices()
+        }
+        e => e,
+    })
 }
 
 /// # Safety
@@ -138,9 +157,8 @@ impl Context {
     #[doc(alias = "ibv_open_device")]
     pub fn open(name: &str) -> Result<Self> {
         let mut n: libc::c_int = 0;
-        // SAFETY: valid out-pointer; the list is freed before returning.
-        let list = unsafe { ffi::ibv_get_device_list(&mut n) };
-        let list = check_ptr("ibv_get_device_list", list)?;
+        // Freed before returning.
+        let list = device_list(&mut n)?;
         let count = usize::try_from(n).unwrap_or(0);
         let mut names = Vec::with_capacity(count);
         let mut opened = None;
@@ -175,7 +193,7 @@ impl Context {
                     }),
                 })
             }
-            None if names.is_empty() => Err(Error::NoDevices),
+            None if names.is_empty() => Err(Error::no_devices()),
             None => Err(Error::NoSuchDevice {
                 name: name.to_owned(),
                 available: names,

@@ -5,18 +5,19 @@ use std::io;
 /// Everything that can go wrong in this crate.
 ///
 /// Messages are lowercase and name what matters: the verb, the device, the
-/// port, the GID index or the queue pair number.
+/// port, the GID index or the queue pair number. An errno is part of the
+/// message (`os_error`), not a [`std::error::Error::source`]: a chain
+/// printer (anyhow's `{:#}`) would print it twice.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A verb returned an error; `source` carries the errno.
-    #[error("{verb} failed: {source}")]
+    /// A verb returned an error; `os_error` carries the errno.
+    #[error("{verb} failed: {os_error}")]
     Verb {
         /// The libibverbs function that failed, e.g. `ibv_reg_mr`.
         verb: &'static str,
         /// The errno it reported.
-        #[source]
-        source: io::Error,
+        os_error: io::Error,
     },
     /// The provider does not implement the verb (`EOPNOTSUPP`).
     #[error("{verb} is not supported by this device or provider")]
@@ -24,9 +25,15 @@ pub enum Error {
         /// The libibverbs function.
         verb: &'static str,
     },
-    /// `ibv_get_device_list` returned no device at all.
-    #[error("no RDMA device found (is a driver loaded? `rdma link` lists devices)")]
-    NoDevices,
+    /// No RDMA device at all: `ibv_get_device_list` listed none, or failed
+    /// with `ENOSYS` (no RDMA in the kernel) while `dir` holds no device.
+    /// `rdmaperf ports` says the same of its sysfs tree.
+    #[error("no RDMA devices in {} (is the driver loaded? for soft-RoCE: rdma link add)", .dir.display())]
+    NoDevices {
+        /// The kernel's directory of RDMA devices, `class/infiniband`
+        /// under the sysfs libibverbs reads (see [`Error::no_devices`]).
+        dir: std::path::PathBuf,
+    },
     /// The named device does not exist.
     #[error("no RDMA device named {name:?}; available: {}", list_or_none(.available))]
     NoSuchDevice {
@@ -60,7 +67,7 @@ pub enum Error {
     InvalidArgument(String),
     /// `ibv_post_send`/`ibv_wr_complete`/`ibv_post_recv` rejected a work
     /// request.
-    #[error("{verb} on QPN {qpn:#x} failed: {source}")]
+    #[error("{verb} on QPN {qpn:#x} failed: {os_error}")]
     Post {
         /// `ibv_post_send`, `ibv_wr_complete` (the extended post path) or
         /// `ibv_post_recv`.
@@ -68,8 +75,7 @@ pub enum Error {
         /// Queue pair number.
         qpn: u32,
         /// The errno.
-        #[source]
-        source: io::Error,
+        os_error: io::Error,
     },
     /// A bounded wait ran out.
     #[error("timed out after {waited:?} waiting for {what}")]
@@ -80,16 +86,31 @@ pub enum Error {
         waited: std::time::Duration,
     },
     /// A queue pair state transition failed.
-    #[error("ibv_modify_qp to {target} on QPN {qpn:#x} failed: {source}")]
+    #[error("ibv_modify_qp to {target} on QPN {qpn:#x} failed: {os_error}")]
     ModifyQp {
         /// Target state, e.g. `RTR`.
         target: &'static str,
         /// Queue pair number.
         qpn: u32,
         /// The errno.
-        #[source]
-        source: io::Error,
+        os_error: io::Error,
     },
+}
+
+impl Error {
+    /// [`Error::NoDevices`] for the sysfs libibverbs reads: `$SYSFS_PATH`
+    /// when set (libibverbs' own override), else `/sys`.
+    pub fn no_devices() -> Self {
+        Error::NoDevices {
+            dir: kernel_device_dir(),
+        }
+    }
+}
+
+/// `class/infiniband` under the sysfs libibverbs reads.
+pub(crate) fn kernel_device_dir() -> std::path::PathBuf {
+    let sysfs = std::env::var_os("SYSFS_PATH").unwrap_or_else(|| "/sys".into());
+    std::path::Path::new(&sysfs).join("class/infiniband")
 }
 
 fn list_or_none(names: &[String]) -> String {
@@ -111,7 +132,7 @@ pub(crate) fn from_errno(verb: &'static str, errno: i32) -> Error {
     } else {
         Error::Verb {
             verb,
-            source: io::Error::from_raw_os_error(errno),
+            os_error: io::Error::from_raw_os_error(errno),
         }
     }
 }

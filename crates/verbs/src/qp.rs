@@ -546,7 +546,7 @@ impl QueuePair {
             Err(Error::ModifyQp {
                 target,
                 qpn: self.qpn(),
-                source: std::io::Error::from_raw_os_error(errno_of(rc)),
+                os_error: std::io::Error::from_raw_os_error(errno_of(rc)),
             })
         }
     }
@@ -666,8 +666,9 @@ impl QueuePair {
         let mut attempt = 1;
         loop {
             match self.modify(&mut attr, mask.0, "RTR") {
-                Err(Error::ModifyQp { ref source, .. })
-                    if attempt < RTR_ATTEMPTS && source.raw_os_error() == Some(libc::ETIMEDOUT) =>
+                Err(Error::ModifyQp { ref os_error, .. })
+                    if attempt < RTR_ATTEMPTS
+                        && os_error.raw_os_error() == Some(libc::ETIMEDOUT) =>
                 {
                     attempt += 1;
                 }
@@ -899,7 +900,7 @@ impl QueuePair {
         Error::Post {
             verb,
             qpn: self.qpn(),
-            source: std::io::Error::from_raw_os_error(errno_of(rc)),
+            os_error: std::io::Error::from_raw_os_error(errno_of(rc)),
         }
     }
 }
