@@ -44,7 +44,6 @@ use engine::spec::{TestSpec, Verb};
 use serde::{Deserialize, Serialize};
 
 use super::{Measure, Role, Shown, SizeCtx};
-use crate::UsageError;
 use crate::clock::{Clock, MonotonicTicks, Ticks, TscTicks};
 use crate::oob::{Channel, PeerWatch};
 use crate::options::RunOptions;
