@@ -1007,6 +1007,7 @@ fn retries_without_inline(e: &anyhow::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::UsageError;
 
     #[test]
     fn only_the_inline_refusal_is_retried_without_inline() {
