@@ -689,7 +689,7 @@ fn exporter_refuses_probe_urls_beyond_its_limits_and_keeps_serving() {
         "{probe}"
     );
     let comment = format!(
-        "# probe failed: write_bw exited 1: write_bw: error: no RDMA devices in \
+        "# probe failed: write_bw: error: no RDMA devices in \
          {no_rdma}/class/infiniband (is the driver loaded? for soft-RoCE: rdma link add)\n"
     );
     assert!(probe.starts_with(&comment), "{probe}");

@@ -481,8 +481,35 @@ pub fn parse_from(
 ) -> Result<Parsed, UsageError> {
     let cmd = command(spec);
     let matches = cmd.clone().get_matches_from(args);
+    from_matches(spec, &cmd, &matches)
+}
+
+/// [`parse_from`] for a caller that is not the test binary's `main` (the
+/// exporter's probe): clap's errors and `--help` are usage errors, never
+/// an exit.
+///
+/// # Errors
+/// As [`parse`], and clap's own errors, rendered.
+pub fn try_parse_from(
+    spec: TestSpec,
+    args: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
+) -> Result<Parsed, UsageError> {
+    let cmd = command(spec);
+    let matches = cmd
+        .clone()
+        .try_get_matches_from(args)
+        .map_err(|e| UsageError(e.render().to_string().trim_end().to_owned()))?;
+    from_matches(spec, &cmd, &matches)
+}
+
+/// The flags of `matches`, checked against `spec`'s test.
+fn from_matches(
+    spec: TestSpec,
+    cmd: &clap::Command,
+    matches: &clap::ArgMatches,
+) -> Result<Parsed, UsageError> {
     let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
-    if let Some(refusal) = crate::perftest_flags::refusal(&matches, spec.binary()) {
+    if let Some(refusal) = crate::perftest_flags::refusal(matches, spec.binary()) {
         return Err(UsageError(refusal));
     }
     for a in cmd.get_arguments() {
@@ -491,7 +518,7 @@ pub fn parse_from(
             if spec.metric == Metric::Lat && LAT_IGNORED.contains(&id) {
                 eprintln!(
                     "{spec}: note: {} has no effect on a latency test (as in perftest)",
-                    flag_name(&cmd, id)
+                    flag_name(cmd, id)
                 );
                 continue;
             }
@@ -516,12 +543,12 @@ pub fn parse_from(
             };
             return Err(UsageError(format!(
                 "{}: not an option of {}: it belongs to {belongs}",
-                flag_name(&cmd, id),
+                flag_name(cmd, id),
                 spec.binary(),
             )));
         }
     }
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let cli = Cli::from_arg_matches(matches).map_err(|e| UsageError(e.to_string()))?;
     if let Some(f) = cli.output {
         let fits = match spec.metric {
             Metric::Bw => f != OutputFigure::Latency,
@@ -544,7 +571,7 @@ pub fn parse_from(
     let test_flags_given = TEST_FLAGS
         .iter()
         .filter(|id| given(id))
-        .map(|id| flag_name(&cmd, id))
+        .map(|id| flag_name(cmd, id))
         .collect();
     Ok(Parsed {
         cli,

@@ -488,7 +488,9 @@ where
                 .map_err(|e| session_error(&ch, e))?;
             let bound = session.phase_bound(Instant::now(), m.config().phase_budget(size));
             stop::pause_point("measure");
-            show_progress(&format!("{spec}: {size} B ..."));
+            if opts.local.banner {
+                show_progress(&format!("{spec}: {size} B ..."));
+            }
             let mine = m.run_size(SizeCtx {
                 side: &side,
                 remote: &agreed.remote_qps,

@@ -4,26 +4,28 @@
 //!   sysfs at scrape time — node_exporter's `node_infiniband_*` names plus
 //!   `rdmaperf_*` for what it lacks.
 //! - `/probe?target=HOST[:PORT]&test=write_bw&size=BYTES&duration=SECONDS`:
-//!   blackbox_exporter's multi-target pattern. Runs the test binary as a
-//!   short client session against a `--persistent` server at the target
-//!   and answers with its `--prom` results plus
-//!   `rdmaperf_probe_success` and `rdmaperf_probe_duration_seconds`.
+//!   blackbox_exporter's multi-target pattern. Runs the test as a short
+//!   client session against a `--persistent` server at the target — in
+//!   this process, as a library call ([`crate::runner::run_pair`]) — and
+//!   answers with its `--prom` results plus `rdmaperf_probe_success` and
+//!   `rdmaperf_probe_duration_seconds`.
 //!
-//! Bounds: a probe's child is killed at `--probe-timeout`; one probe at a
+//! Bounds: a probe's whole run is bounded by `--probe-timeout` and by
+//! Prometheus' scrape timeout (`X-Prometheus-Scrape-Timeout-Seconds`)
+//! less [`SCRAPE_MARGIN`], so a failure is answered before Prometheus
+//! gives up; a refused connection is answered at once. One probe at a
 //! time per target (a second one answers `rdmaperf_probe_success 0` at
 //! once); at most `--max-probes` probes and `--max-connections`
 //! connections at a time; no URL can ask for more than `--max-size` bytes
-//! or `--max-duration` seconds. The probe runs in a child process, so a
-//! probe that hangs or crashes cannot take the exporter with it, and its
-//! device resources are gone when it ends.
+//! or `--max-duration` seconds. A probe runs on a thread of its own: a
+//! panic in it fails that probe only, and a run past its bound is
+//! abandoned (it ends by its own bounds, and holds its slot until then).
 
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use engine::ports::{DeviceState, PortsVerdict};
@@ -31,6 +33,7 @@ use engine::spec::{IMPLEMENTED, TestSpec};
 
 use super::http::{self, Request, RequestError};
 use crate::UsageError;
+use crate::options::RunOptions;
 
 /// The test a probe's `test=` names: a binary of a test this build runs.
 fn probe_spec(binary: &str) -> Option<TestSpec> {
@@ -66,7 +69,7 @@ pub struct ExporterArgs {
     /// The longest measurement a probe URL may ask for, seconds.
     #[arg(long = "max-duration", value_name = "SECONDS", default_value_t = 10)]
     pub max_duration: u32,
-    /// A probe's whole bound, set-up included; its test is killed then. Keep it below Prometheus' scrape_timeout.
+    /// A probe's whole bound, set-up included (a scrape's own timeout, less 0.5 s, bounds it too); a run past it is abandoned.
     #[arg(long = "probe-timeout", value_name = "SECONDS", default_value_t = 30)]
     pub probe_timeout: u32,
     /// At most this many probes at a time (over all targets).
@@ -87,8 +90,6 @@ pub struct ExporterArgs {
 #[derive(Debug)]
 struct Exporter {
     args: ExporterArgs,
-    /// Directory of the test binaries (beside this one).
-    bin_dir: PathBuf,
     /// Targets with a probe running.
     probing: Mutex<BTreeSet<String>>,
     probes: AtomicUsize,
@@ -111,13 +112,26 @@ pub fn run(args: &ExporterArgs) -> anyhow::Result<u8> {
     }
     let listener = TcpListener::bind(args.listen)
         .map_err(|e| UsageError(format!("--listen: cannot listen on {}: {e}", args.listen)))?;
-    let bin_dir = std::env::current_exe()?
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+    // The --probe-args, checked now as the test checks them: a bad one is
+    // the exporter's usage error, not every probe's failure.
+    for spec in IMPLEMENTED {
+        let plan = ProbePlan {
+            host: "localhost".into(),
+            port: None,
+            test: spec.binary().into(),
+            size: spec.defaults().size.min(args.max_size),
+            duration: 1,
+        };
+        let prom = Path::new("probe.prom");
+        plan.options(
+            args,
+            prom,
+            Duration::from_secs(u64::from(args.probe_timeout)),
+        )
+        .map_err(|e| UsageError(format!("--probe-arg: {} refuses them: {e}", spec.binary())))?;
+    }
     let exporter = Arc::new(Exporter {
         args: args.clone(),
-        bin_dir,
         probing: Mutex::new(BTreeSet::new()),
         probes: AtomicUsize::new(0),
         connections: AtomicUsize::new(0),
@@ -162,7 +176,7 @@ pub fn run(args: &ExporterArgs) -> anyhow::Result<u8> {
 }
 
 impl Exporter {
-    fn serve(&self, mut stream: TcpStream) {
+    fn serve(self: &Arc<Self>, mut stream: TcpStream) {
         let request = match http::read_request(&mut stream) {
             Ok(r) => r,
             Err(RequestError::TooLarge) => {
@@ -217,116 +231,149 @@ impl Exporter {
     /// `/probe`: validates the URL (a bad one is a 400), then runs the
     /// test; a failed test is `rdmaperf_probe_success 0`, not an HTTP
     /// error.
-    fn probe(&self, request: &Request) -> Result<String, String> {
+    fn probe(self: &Arc<Self>, request: &Request) -> Result<String, String> {
         let plan = ProbePlan::from_request(request, &self.args)?;
+        let budget = probe_budget(request, &self.args)?;
         let started = Instant::now();
-        let outcome = self.run_probe(&plan);
+        let outcome = self.run_probe(&plan, budget);
         Ok(probe_exposition(&plan, &outcome, started.elapsed()))
     }
 
-    fn run_probe(&self, plan: &ProbePlan) -> ProbeOutcome {
-        // One probe at a time per target.
-        let target = plan.target_label();
+    /// Takes a place for a probe of `target`: one probe at a time per
+    /// target, at most `--max-probes` in all.
+    fn take_slot(self: &Arc<Self>, target: String) -> Result<ProbeSlot, &'static str> {
         {
             let Ok(mut probing) = self.probing.lock() else {
-                return ProbeOutcome::failed("exporter state poisoned");
+                return Err("exporter state poisoned");
             };
             if !probing.insert(target.clone()) {
-                return ProbeOutcome::failed("a probe of this target is already running");
+                return Err("a probe of this target is already running");
             }
         }
-        let outcome = if self.probes.fetch_add(1, Ordering::SeqCst) >= self.args.max_probes {
-            ProbeOutcome::failed("too many probes running (--max-probes)")
-        } else {
-            self.spawn_probe(plan)
+        // From here the slot releases what it took, whatever happens.
+        let slot = ProbeSlot {
+            exporter: Arc::clone(self),
+            target,
         };
-        self.probes.fetch_sub(1, Ordering::SeqCst);
-        if let Ok(mut probing) = self.probing.lock() {
-            probing.remove(&target);
+        if self.probes.fetch_add(1, Ordering::SeqCst) >= self.args.max_probes {
+            return Err("too many probes running (--max-probes)");
         }
-        outcome
+        Ok(slot)
     }
 
-    fn spawn_probe(&self, plan: &ProbePlan) -> ProbeOutcome {
+    /// Runs the probe's test in this process, as a library call
+    /// ([`crate::runner::run_pair`]) on a thread of its own, and waits
+    /// for it at most `budget`. A run past it is abandoned: the answer
+    /// says so at once, and the run, whose every wait is bounded by a
+    /// `--timeout` within the budget, ends on its own and only then frees
+    /// its slot. A panic in it is a failed probe, never the exporter's end.
+    fn run_probe(self: &Arc<Self>, plan: &ProbePlan, budget: Duration) -> ProbeOutcome {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let slot = match self.take_slot(plan.target_label()) {
+            Ok(s) => s,
+            Err(why) => return ProbeOutcome::failed(why),
+        };
         let prom = std::env::temp_dir().join(format!(
             "rdmaperf-probe-{}-{}.prom",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
-        let bound = Duration::from_secs(u64::from(self.args.probe_timeout));
-        let mut cmd = Command::new(self.bin_dir.join(&plan.test));
-        cmd.args(plan.client_args(&self.args, &prom))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => return ProbeOutcome::failed(&format!("cannot start {}: {e}", plan.test)),
+        let options = match plan.options(&self.args, &prom, budget) {
+            Ok(o) => o,
+            Err(e) => return ProbeOutcome::failed(&format!("{}: error: {e:#}", plan.test)),
         };
-        // Keep the last of its stderr, for the failure's reason.
-        let stderr = child.stderr.take().map(|mut err| {
-            std::thread::spawn(move || {
-                let mut tail = Vec::new();
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = err.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    tail.extend_from_slice(&buf[..n]);
-                    if tail.len() > 8192 {
-                        tail.drain(..tail.len() - 4096);
-                    }
-                }
-                String::from_utf8_lossy(&tail).into_owned()
-            })
-        });
-        let deadline = Instant::now() + bound;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Some(status),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                // Past the bound, or the child cannot be waited for.
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break None;
+        let (done, outcome) = mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name(format!("probe-{}", plan.test))
+            .spawn(move || {
+                let _slot = slot;
+                let result = crate::runner::run_pair(&options);
+                let results = std::fs::read_to_string(&prom).ok();
+                let _ = std::fs::remove_file(&prom);
+                let _ = done.send((result, results));
+            });
+        if let Err(e) = spawned {
+            return ProbeOutcome::failed(&format!("cannot start a thread for the probe: {e}"));
+        }
+        match outcome.recv_timeout(budget) {
+            Ok((Ok(summary), results)) if summary.exit_code == 0 && results.is_some() => {
+                ProbeOutcome {
+                    success: true,
+                    reason: None,
+                    results,
                 }
             }
-        };
-        let err_text = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
-        let results = std::fs::read_to_string(&prom).ok();
-        let _ = std::fs::remove_file(&prom);
-        match status {
-            Some(s) if s.success() && results.is_some() => ProbeOutcome {
-                success: true,
-                reason: None,
+            Ok((Ok(summary), results)) => ProbeOutcome {
+                success: false,
+                reason: Some(format!(
+                    "{} ended with exit code {} (a verdict failed)",
+                    plan.test, summary.exit_code
+                )),
                 results,
             },
-            Some(s) => ProbeOutcome::failed(&format!(
-                "{} exited {}: {}",
+            Ok((Err(e), _)) => ProbeOutcome::failed(&format!("{}: error: {e:#}", plan.test)),
+            Err(mpsc::RecvTimeoutError::Timeout) => ProbeOutcome::failed(&format!(
+                "{} did not end within the probe's bound of {:.1} s (--probe-timeout, or the scrape's timeout less {:.1} s); abandoned",
                 plan.test,
-                s.code()
-                    .map_or_else(|| "by a signal".to_owned(), |c| c.to_string()),
-                last_line(&err_text)
+                budget.as_secs_f64(),
+                SCRAPE_MARGIN.as_secs_f64()
             )),
-            None => ProbeOutcome::failed(&format!(
-                "{} killed after --probe-timeout {} s",
-                plan.test, self.args.probe_timeout
-            )),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                ProbeOutcome::failed(&format!("{} panicked", plan.test))
+            }
         }
     }
 }
 
-/// The last non-empty line of a text.
-fn last_line(text: &str) -> &str {
-    text.lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
+/// A probe's place (its target's slot and one of `--max-probes`), held
+/// by its run and given back when that ends.
+#[derive(Debug)]
+struct ProbeSlot {
+    exporter: Arc<Exporter>,
+    target: String,
+}
+
+impl Drop for ProbeSlot {
+    fn drop(&mut self) {
+        self.exporter.probes.fetch_sub(1, Ordering::SeqCst);
+        if let Ok(mut probing) = self.exporter.probing.lock() {
+            probing.remove(&self.target);
+        }
+    }
+}
+
+/// What a probe keeps of Prometheus' scrape timeout for its answer to
+/// arrive (blackbox_exporter's `--timeout-offset` default).
+pub const SCRAPE_MARGIN: Duration = Duration::from_millis(500);
+
+/// A probe's whole bound: `--probe-timeout`, and, when Prometheus says
+/// how long it waits (`X-Prometheus-Scrape-Timeout-Seconds`, sent with
+/// every scrape), that less [`SCRAPE_MARGIN`], so that a failure is
+/// recorded instead of the scrape being dropped.
+///
+/// # Errors
+/// The message of a 400 answer: a header that is no number of seconds or
+/// leaves no time.
+pub fn probe_budget(request: &Request, args: &ExporterArgs) -> Result<Duration, String> {
+    const HEADER: &str = "X-Prometheus-Scrape-Timeout-Seconds";
+    let own = Duration::from_secs(u64::from(args.probe_timeout));
+    let Some(text) = request.header(HEADER) else {
+        return Ok(own);
+    };
+    let scrape = text
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| format!("{HEADER}: {text:?} is not a positive number of seconds"))?;
+    let left = scrape.saturating_sub(SCRAPE_MARGIN);
+    if left.is_zero() {
+        return Err(format!(
+            "{HEADER}: {text} s leaves no time for a probe ({:.1} s is kept for the answer)",
+            SCRAPE_MARGIN.as_secs_f64()
+        ));
+    }
+    Ok(left.min(own))
 }
 
 /// A probe, as its URL asked for it (validated against the limits).
@@ -405,11 +452,36 @@ impl ProbePlan {
         }
     }
 
+    /// The options of the probe's run: its test's command line (the
+    /// test binary's flags, `--probe-arg`s included, checked as that
+    /// binary checks them), as a quiet client (no table, no banner) that
+    /// writes `--prom` to `prom` and reports a refused connection at once.
+    ///
+    /// # Errors
+    /// A usage error of the command line.
+    fn options(
+        &self,
+        args: &ExporterArgs,
+        prom: &Path,
+        budget: Duration,
+    ) -> Result<RunOptions, UsageError> {
+        let spec = probe_spec(&self.test)
+            .ok_or_else(|| UsageError(format!("{} is not a test", self.test)))?;
+        let argv = std::iter::once(self.test.clone()).chain(self.client_args(args, prom, budget));
+        let mut options = crate::args::try_parse_from(spec, argv)?
+            .run_options(spec)?
+            .options;
+        options.output.stdout_table = false;
+        options.local.banner = false;
+        options.connection.retry_refused = false;
+        Ok(options)
+    }
+
     /// The client's command line.
-    fn client_args(&self, args: &ExporterArgs, prom: &Path) -> Vec<String> {
-        // The peer bound: what is left of the probe's bound, at most 10 s
+    fn client_args(&self, args: &ExporterArgs, prom: &Path, budget: Duration) -> Vec<String> {
+        // The peer bound: what the probe's bound allows, at most 10 s
         // between two messages.
-        let peer_timeout = args.probe_timeout.min(10);
+        let peer_timeout = budget.min(Duration::from_secs(10)).as_secs_f64();
         let mut v = vec![
             "-D".to_owned(),
             self.duration.to_string(),
@@ -632,7 +704,7 @@ mod tests {
         .unwrap();
         assert_eq!(plan.test, "read_lat");
         assert_eq!(
-            plan.client_args(&a, Path::new("/tmp/p.prom")),
+            plan.client_args(&a, Path::new("/tmp/p.prom"), Duration::from_secs(30)),
             [
                 "-D",
                 "3",

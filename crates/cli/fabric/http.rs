@@ -21,9 +21,21 @@ pub struct Request {
     pub path: String,
     /// The query's `name=value` pairs, percent-decoded, in order.
     pub query: Vec<(String, String)>,
+    /// The header fields, `(name, value)`, the value trimmed, in order
+    /// (the head is at most [`MAX_HEAD_BYTES`]).
+    pub headers: Vec<(String, String)>,
 }
 
 impl Request {
+    /// The first value of header field `name` (case-insensitive, as HTTP
+    /// field names are).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
     /// The first value of query parameter `name`.
     pub fn param(&self, name: &str) -> Option<&str> {
         self.query
@@ -94,12 +106,14 @@ fn find_head_end(bytes: &[u8]) -> Option<usize> {
     }
 }
 
-/// Parses the first line of a request head.
+/// Parses a request head: its request line and header fields (a line
+/// that is not `Name: value` is skipped).
 ///
 /// # Errors
-/// [`RequestError::Malformed`].
+/// [`RequestError::Malformed`] for the request line.
 pub fn parse_request_line(head: &str) -> Result<Request, RequestError> {
-    let line = head.lines().next().unwrap_or_default();
+    let mut lines = head.lines();
+    let line = lines.next().unwrap_or_default();
     let mut parts = line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -120,10 +134,16 @@ pub fn parse_request_line(head: &str) -> Result<Request, RequestError> {
             percent_decode(value).ok_or_else(|| bad(value))?,
         ));
     }
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(name, _)| !name.is_empty() && !name.contains(' '))
+        .map(|(name, value)| (name.to_owned(), value.trim().to_owned()))
+        .collect();
     Ok(Request {
         method: method.to_owned(),
         path,
         query: pairs,
+        headers,
     })
 }
 
@@ -204,6 +224,21 @@ mod tests {
         assert_eq!(r.param("size"), Some("4096"));
         assert_eq!(r.param("x"), Some(""));
         assert_eq!(r.param("duration"), None);
+        assert_eq!(r.header("host"), Some("a"));
+    }
+
+    #[test]
+    fn header_fields_are_found_by_any_case_of_their_name() {
+        // What Prometheus sends with every scrape.
+        let r = parse_request_line(
+            "GET /probe?target=n HTTP/1.1\r\nHost: x:9880\r\nUser-Agent: Prometheus/2.45.3\r\n\
+             X-Prometheus-Scrape-Timeout-Seconds: 10\r\nnot a header\r\n",
+        )
+        .unwrap();
+        assert_eq!(r.header("x-prometheus-scrape-timeout-seconds"), Some("10"));
+        assert_eq!(r.header("User-Agent"), Some("Prometheus/2.45.3"));
+        assert_eq!(r.header("Accept"), None);
+        assert_eq!(r.headers.len(), 3);
     }
 
     #[test]
