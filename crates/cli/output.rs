@@ -1,12 +1,12 @@
 //! Where a test's results go: perftest's table on stdout, JSON lines to
 //! `--json FILE` (beside the table) or to stdout (`--json -`, instead of
-//! the table). Both are [`engine::report::Report`]s; this only routes.
+//! the table). Both are [`engine::results::report::Report`]s; this only routes.
 
 use std::io::{self, Write};
 
-use engine::bw::TableStyle;
-use engine::perftest_json::{self, OutputFigure};
-use engine::report::{InterruptedRecord, JsonLines, Report, SizeRecord, VerdictRecord};
+use engine::format::perftest_json::{self, OutputFigure};
+use engine::results::bw::TableStyle;
+use engine::results::report::{InterruptedRecord, JsonLines, Report, SizeRecord, VerdictRecord};
 
 use crate::JsonFile;
 
@@ -259,7 +259,7 @@ impl Report for PerftestJsonFile {
 #[derive(Debug)]
 pub struct PromFile {
     path: std::path::PathBuf,
-    metrics: engine::prom::ResultMetrics,
+    metrics: engine::fabric::prom::ResultMetrics,
     sysfs_root: std::path::PathBuf,
     device: String,
     port: u8,
@@ -280,7 +280,7 @@ impl PromFile {
         crate::check_writable("--prom", &path)?;
         Ok(Self {
             path,
-            metrics: engine::prom::ResultMetrics::new(),
+            metrics: engine::fabric::prom::ResultMetrics::new(),
             sysfs_root: sysfs_root.to_path_buf(),
             device: device.to_owned(),
             port,
@@ -294,7 +294,7 @@ impl PromFile {
         if let Ok(devices) =
             crate::sysfs::read_devices(&self.sysfs_root, Some(&self.device), Some(self.port))
         {
-            text.push_str(&engine::prom::port_metrics(&devices).render());
+            text.push_str(&engine::fabric::prom::port_metrics(&devices).render());
         }
         crate::write_atomically("--prom", &self.path, &text)
     }

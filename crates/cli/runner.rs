@@ -11,13 +11,13 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use engine::banner::{BannerInfo, address_line, gid_line};
-use engine::config::TestConfig;
-use engine::report::{
+use engine::bench::config::TestConfig;
+use engine::bench::spec::{Metric, TestSpec};
+use engine::format::banner::{BannerInfo, address_line, gid_line};
+use engine::proto::wire::{Message, QpInfo, SideInfo};
+use engine::results::report::{
     InterruptedRecord, QpPathRecord, RunContext, SideRecord, SizeRecord, VerdictRecord,
 };
-use engine::spec::{Metric, TestSpec};
-use engine::wire::{Message, QpInfo, SideInfo};
 use serde::de::DeserializeOwned;
 use verbs::Mtu;
 
@@ -210,7 +210,7 @@ fn context<M: Measure>(
 /// Each QP's path read back from the device, when a path option was
 /// given (else none: the reports omit it); the first QP's on stderr.
 fn qp_paths<C: TestConfig>(cli: &Cli, cfg: &C, side: &Side) -> anyhow::Result<Vec<QpPathRecord>> {
-    if *cfg.path() == engine::config::PathConfig::default() && cli.conn.pkey_index == 0 {
+    if *cfg.path() == engine::bench::config::PathConfig::default() && cli.conn.pkey_index == 0 {
         return Ok(Vec::new());
     }
     let paths = side.paths()?;

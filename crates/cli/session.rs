@@ -9,8 +9,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use engine::config::ConfigError;
-use engine::wire::{self, Message, QpInfo, SideInfo};
+use engine::bench::config::ConfigError;
+use engine::proto::wire::{self, Message, QpInfo, SideInfo};
 use serde::de::DeserializeOwned;
 use verbs::Mtu;
 
@@ -50,7 +50,7 @@ pub fn client_hello(
         Message::Busy { reason } => Err(anyhow!(
             "server {} is busy: {}",
             ch.peer(),
-            engine::wire::printable(&reason, engine::wire::MAX_PEER_TEXT)
+            engine::proto::wire::printable(&reason, engine::proto::wire::MAX_PEER_TEXT)
         )),
         other => Err(expect_msg(other, "accept")),
     }
@@ -173,7 +173,7 @@ pub fn server_hello<C: DeserializeOwned>(
                     ch,
                     format!(
                         "this server runs {test}, the client asked for {:?}",
-                        engine::wire::printable(&asked, 64)
+                        engine::proto::wire::printable(&asked, 64)
                     ),
                 ));
             }
@@ -244,7 +244,7 @@ pub fn expect_msg(got: Message, want: &str) -> anyhow::Error {
     match got {
         Message::Reject { reason } => anyhow!(
             "the peer refused the test: {}",
-            engine::wire::printable(&reason, engine::wire::MAX_PEER_TEXT)
+            engine::proto::wire::printable(&reason, engine::proto::wire::MAX_PEER_TEXT)
         ),
         other => anyhow!("protocol error: expected {want}, got {}", other.name()),
     }

@@ -49,10 +49,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::bw::{BwResult, MIB};
-use crate::lat::LatStats;
-use crate::ports::{DeviceState, PortState, split_id_name};
-use crate::report::{Figures, RunContext, SizeRecord, VerdictRecord};
+use crate::fabric::ports::{DeviceState, PortState, split_id_name};
+use crate::results::bw::{BwResult, MIB};
+use crate::results::lat::LatStats;
+use crate::results::report::{Figures, RunContext, SizeRecord, VerdictRecord};
 
 /// The `# TYPE` of a metric family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1067,9 +1067,9 @@ fn as_refs(labels: &[(String, String)]) -> Vec<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lat::LatVerdict;
-    use crate::ports::GidEntry;
-    use crate::report::{LimitVerdict, tests::context};
+    use crate::fabric::ports::GidEntry;
+    use crate::results::lat::LatVerdict;
+    use crate::results::report::{LimitVerdict, tests::context};
 
     /// Whether `name` matches `[a-zA-Z_:][a-zA-Z0-9_:]*` (checked by
     /// hand, not through `sanitize`).
@@ -1410,7 +1410,7 @@ mod tests {
     fn bw_record_figures() -> BwResult {
         // 1000 messages of 64 KiB in 1 ms: 65.536 GB/s, 524.288 Gb/s,
         // 1 M messages/s.
-        BwResult::from_measurement(&crate::bw::Measurement {
+        BwResult::from_measurement(&crate::results::bw::Measurement {
             size: 65_536,
             iterations: 1000,
             table_iterations: 1000,

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::bw::RESULT_LINE;
+use crate::results::bw::RESULT_LINE;
 
 /// What a test's banner shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,13 +177,13 @@ pub fn address_line(
 /// perftest's `PERF_GID_FMT` line: ` GID: ` and the 16 bytes in decimal,
 /// `%02d` each, colon-separated.
 pub fn gid_line(gid: &[u8; 16]) -> String {
-    format!(" GID: {}", crate::gid::to_perftest_string(gid))
+    format!(" GID: {}", crate::fabric::gid::to_perftest_string(gid))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::printf::{CArg::*, sprintf};
+    use crate::format::printf::{CArg::*, sprintf};
 
     // perftest_communication.h and perftest_parameters.c, verbatim.
     const BASIC_ADDR_FMT: &str = " %s address: LID %#04x QPN %#06x PSN %#06x";

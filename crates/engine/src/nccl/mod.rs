@@ -20,7 +20,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use crate::ports::{DeviceState, GidEntry, PortState};
+use crate::fabric::ports::{DeviceState, GidEntry, PortState};
 
 // --- the machine -------------------------------------------------------------
 
@@ -677,7 +677,8 @@ fn active_ports(machine: &Machine) -> Vec<Sel<'_>> {
 // IPv4 address when IPv4-mapped (`GidEntry::ipv4`).
 
 fn gid_link_local(g: &GidEntry) -> bool {
-    crate::gid::parse_sysfs_gid(&g.gid).is_some_and(|b| crate::gid::is_link_local(&b))
+    crate::fabric::gid::parse_sysfs_gid(&g.gid)
+        .is_some_and(|b| crate::fabric::gid::is_link_local(&b))
 }
 
 fn gid_at(port: &PortState, index: i64) -> Option<&GidEntry> {
@@ -3198,8 +3199,8 @@ mod tests {
 
     // --- logs ----------------------------------------------------------------------------------------
 
-    const HEALTHY: &str = include_str!("../../../tests/fixtures/nccl/healthy-ib.log");
-    const FALLBACK: &str = include_str!("../../../tests/fixtures/nccl/socket-fallback.log");
+    const HEALTHY: &str = include_str!("../../../../tests/fixtures/nccl/healthy-ib.log");
+    const FALLBACK: &str = include_str!("../../../../tests/fixtures/nccl/socket-fallback.log");
 
     #[test]
     fn the_healthy_log_is_ib_everywhere_and_has_no_error() {

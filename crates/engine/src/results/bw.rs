@@ -16,7 +16,7 @@ use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{Figures, Report, SizeRecord, VerdictRecord};
+use crate::results::report::{Figures, Report, SizeRecord, VerdictRecord};
 
 /// Bytes per MiB.
 pub const MIB: f64 = 1_048_576.0;
@@ -432,7 +432,7 @@ mod tests {
 
     #[test]
     fn header_and_rows_are_perftests_format_strings() {
-        use crate::printf::{CArg::*, sprintf};
+        use crate::format::printf::{CArg::*, sprintf};
         let mib = TableStyle::default();
         assert_eq!(Table::<Vec<u8>>::header(mib), RESULT_FMT);
         let g = TableStyle {
@@ -472,7 +472,7 @@ mod tests {
         );
         let mut out = Vec::new();
         let mut t = Table::new(&mut out, mib);
-        let ctx = crate::report::tests::context();
+        let ctx = crate::results::report::tests::context();
         t.begin().unwrap();
         t.size(&SizeRecord {
             context: &ctx,

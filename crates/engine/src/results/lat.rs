@@ -29,9 +29,9 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
 use serde::{Deserialize, Serialize};
 
-use crate::bw::RESULT_LINE;
-use crate::config::{CACHE_LINE, ConfigError, DurationMode, validate_run};
-use crate::report::{Figures, Report, SizeRecord, VerdictRecord};
+use crate::bench::config::{CACHE_LINE, ConfigError, DurationMode, validate_run};
+use crate::results::bw::RESULT_LINE;
+use crate::results::report::{Figures, Report, SizeRecord, VerdictRecord};
 
 /// Configuration of an RDMA WRITE latency test, sent by the client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,14 +51,14 @@ pub struct LatConfig {
     pub outs: u32,
     /// Path options of the QP (`-S`, `--tclass`, `--flow_label`).
     #[serde(default)]
-    pub path: crate::config::PathConfig,
+    pub path: crate::bench::config::PathConfig,
     /// Receives kept posted by each side of a SEND ping-pong (`-r`).
     #[serde(default = "default_rx_depth")]
     pub rx_depth: u32,
 }
 
 fn default_rx_depth() -> u32 {
-    crate::config::DEFAULT_RX_DEPTH
+    crate::bench::config::DEFAULT_RX_DEPTH
 }
 
 impl Default for LatConfig {
@@ -71,28 +71,28 @@ impl Default for LatConfig {
             inline_size: 0,
             mtu: None,
             outs: 0,
-            path: crate::config::PathConfig::default(),
-            rx_depth: crate::config::DEFAULT_RX_DEPTH,
+            path: crate::bench::config::PathConfig::default(),
+            rx_depth: crate::bench::config::DEFAULT_RX_DEPTH,
         }
     }
 }
 
 impl LatConfig {
     /// Checks every limit that does not depend on the device, with the
-    /// same rules and flag names as [`crate::config::BwConfig::validate`].
+    /// same rules and flag names as [`crate::bench::config::BwConfig::validate`].
     ///
     /// # Errors
     /// The first violated limit, naming its flag.
     pub fn validate(&self) -> Result<(), ConfigError> {
         validate_run(&self.sizes, self.iters, self.duration, self.mtu)?;
-        crate::config::validate_outs(self.outs)?;
-        if self.rx_depth == 0 || self.rx_depth > crate::config::MAX_RX_DEPTH {
+        crate::bench::config::validate_outs(self.outs)?;
+        if self.rx_depth == 0 || self.rx_depth > crate::bench::config::MAX_RX_DEPTH {
             return Err(ConfigError {
                 flag: "-r/--rx-depth",
                 message: format!(
                     "rx depth {} is outside 1..={}",
                     self.rx_depth,
-                    crate::config::MAX_RX_DEPTH
+                    crate::bench::config::MAX_RX_DEPTH
                 ),
             });
         }
@@ -111,7 +111,7 @@ impl LatConfig {
     }
 }
 
-impl crate::config::TestConfig for LatConfig {
+impl crate::bench::config::TestConfig for LatConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         LatConfig::validate(self)
     }
@@ -121,7 +121,7 @@ impl crate::config::TestConfig for LatConfig {
     fn mtu(&self) -> Option<u32> {
         self.mtu
     }
-    fn path(&self) -> &crate::config::PathConfig {
+    fn path(&self) -> &crate::bench::config::PathConfig {
         &self.path
     }
     fn outs(&self) -> u32 {
@@ -130,12 +130,12 @@ impl crate::config::TestConfig for LatConfig {
     fn set_outs(&mut self, outs: u32) {
         self.outs = outs;
     }
-    fn record(&self) -> crate::report::ConfigRecord {
-        crate::report::ConfigRecord::Lat(self.clone())
+    fn record(&self) -> crate::results::report::ConfigRecord {
+        crate::results::report::ConfigRecord::Lat(self.clone())
     }
     fn phase_budget(&self, size: u64) -> std::time::Duration {
         // A round trip is two messages (a read's request and response).
-        crate::config::phase_budget(self.iters, self.duration, 2, size)
+        crate::bench::config::phase_budget(self.iters, self.duration, 2, size)
     }
 }
 
@@ -830,7 +830,7 @@ pub fn dump_unsorted(out: &mut dyn Write, samples_ns: &[u64], rtt_factor: u32) -
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::config::{MAX_SIZE, MIN_ITERS};
+    use crate::bench::config::{MAX_SIZE, MIN_ITERS};
 
     pub(crate) fn stats() -> LatStats {
         sample_stats()
@@ -969,7 +969,7 @@ pub(crate) mod tests {
         assert_eq!(
             flag(LatConfig {
                 duration: dur(5.0, 2.0),
-                sizes: crate::config::sweep_sizes(),
+                sizes: crate::bench::config::sweep_sizes(),
                 ..d.clone()
             }),
             "-D/--duration"
@@ -1269,7 +1269,7 @@ pub(crate) mod tests {
 
     #[test]
     fn table_is_perftests_format_strings() {
-        use crate::printf::{CArg::*, sprintf};
+        use crate::format::printf::{CArg::*, sprintf};
         assert_eq!(LatTable::<Vec<u8>>::header(false), RESULT_FMT_LAT);
         assert_eq!(LatTable::<Vec<u8>>::header(true), RESULT_FMT_LAT_DUR);
         let s = sample_stats();
@@ -1297,7 +1297,7 @@ pub(crate) mod tests {
         );
         let mut out = Vec::new();
         let mut t = LatTable::new(&mut out, false, 2);
-        let ctx = crate::report::tests::context();
+        let ctx = crate::results::report::tests::context();
         t.begin().unwrap();
         t.size(&SizeRecord {
             context: &ctx,
@@ -1320,13 +1320,13 @@ pub(crate) mod tests {
         let r = recorder(&[2000, 4000, 6000, 8000], 4);
         let s = r.stats(2);
         let b64 = r.histogram_base64();
-        let ctx = crate::report::RunContext {
+        let ctx = crate::results::report::RunContext {
             kind: "write_lat",
-            config: crate::report::ConfigRecord::Lat(LatConfig {
+            config: crate::results::report::ConfigRecord::Lat(LatConfig {
                 iters: 4,
                 ..LatConfig::default()
             }),
-            ..crate::report::tests::context()
+            ..crate::results::report::tests::context()
         };
         let rec = |histogram: Option<String>| SizeRecord {
             context: &ctx,
@@ -1336,7 +1336,7 @@ pub(crate) mod tests {
             data_check: None,
         };
         let mut out = Vec::new();
-        let mut j = crate::report::JsonLines::new(&mut out);
+        let mut j = crate::results::report::JsonLines::new(&mut out);
         j.begin().unwrap();
         j.size(&rec(Some(b64.clone()))).unwrap();
         j.size(&rec(None)).unwrap();

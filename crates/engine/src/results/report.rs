@@ -1,19 +1,19 @@
 //! What every test reports, typed, and the one trait its output formats
 //! implement. A run has one [`RunContext`] (who, what, where); each size
 //! gives one [`SizeRecord`]; a verdict is a [`VerdictRecord`]. The formats
-//! — perftest's tables ([`crate::bw::Table`], [`crate::lat::LatTable`])
+//! — perftest's tables ([`crate::results::bw::Table`], [`crate::results::lat::LatTable`])
 //! and [`JsonLines`] — are [`Report`]s; Prometheus text will be another.
 
 use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::bw::BwResult;
-use crate::clock::ClockRecord;
-use crate::config::BwConfig;
-use crate::lat::{LatConfig, LatStats, LatVerdict};
-use crate::link::Verdict;
-use crate::wire::SideInfo;
+use crate::bench::clock::ClockRecord;
+use crate::bench::config::BwConfig;
+use crate::fabric::link::Verdict;
+use crate::proto::wire::SideInfo;
+use crate::results::bw::BwResult;
+use crate::results::lat::{LatConfig, LatStats, LatVerdict};
 
 /// Version of every JSON object rdmaperf writes (results, verdicts, the
 /// device listing); bumped when a field changes meaning or goes away.
@@ -44,7 +44,7 @@ impl From<&SideInfo> for SideRecord {
             device: s.device.clone(),
             port: s.port,
             gid_index: s.gid_index,
-            gid: crate::gid::to_ipv6_string(&s.gid),
+            gid: crate::fabric::gid::to_ipv6_string(&s.gid),
             mtu: s.mtu,
             link_layer: s.link_layer.clone(),
             rate: s.rate.clone(),
@@ -194,7 +194,7 @@ impl VerdictRecord {
     pub fn exit_code_on_fail(&self) -> u8 {
         match self {
             Self::Limit(_) => 1,
-            _ => crate::report::EXIT_VERDICT_FAIL,
+            _ => crate::results::report::EXIT_VERDICT_FAIL,
         }
     }
 }
@@ -443,7 +443,7 @@ pub(crate) mod tests {
     #[test]
     fn json_lines_merge_context_and_result() {
         let ctx = context();
-        let r = BwResult::from_measurement(&crate::bw::Measurement {
+        let r = BwResult::from_measurement(&crate::results::bw::Measurement {
             size: 2,
             iterations: 10,
             table_iterations: 10,

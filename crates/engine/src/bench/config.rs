@@ -509,7 +509,7 @@ pub trait TestConfig: Serialize + serde::de::DeserializeOwned + Clone {
     /// Sets the outstanding reads (once the device is known).
     fn set_outs(&mut self, outs: u32);
     /// The configuration as the reports show it.
-    fn record(&self) -> crate::report::ConfigRecord;
+    fn record(&self) -> crate::results::report::ConfigRecord;
     /// How long the measured phase of a size may take, before `--timeout`
     /// is added: see [`phase_budget`].
     fn phase_budget(&self, size: u64) -> std::time::Duration;
@@ -575,8 +575,8 @@ impl TestConfig for BwConfig {
     fn set_outs(&mut self, outs: u32) {
         self.outs = outs;
     }
-    fn record(&self) -> crate::report::ConfigRecord {
-        crate::report::ConfigRecord::Bw(self.clone())
+    fn record(&self) -> crate::results::report::ConfigRecord {
+        crate::results::report::ConfigRecord::Bw(self.clone())
     }
     fn phase_budget(&self, size: u64) -> std::time::Duration {
         let directions = if self.bidirectional { 2 } else { 1 };

@@ -8,7 +8,7 @@
 //! send queue, CQ moderation that does not divide the iterations, post
 //! lists, duration windows with margins, and more than 2^40 messages.
 
-use crate::bw::Sample;
+use crate::results::bw::Sample;
 
 /// Bits of a `wr_id` below the QP index: the message count.
 pub const QP_SHIFT: u32 = 40;
@@ -347,10 +347,10 @@ impl Timeline {
     }
 
     /// The peak message rate over windows of at least a twentieth of the
-    /// run (see [`crate::bw::peak_rate`]).
+    /// run (see [`crate::results::bw::peak_rate`]).
     pub fn peak(&self) -> Option<f64> {
         let run_ns = self.samples.last().map_or(0, |s| s.0);
-        crate::bw::peak_rate(&self.samples, run_ns / 20)
+        crate::results::bw::peak_rate(&self.samples, run_ns / 20)
     }
 }
 

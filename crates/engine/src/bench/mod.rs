@@ -1,0 +1,6 @@
+//! bench
+
+pub mod clock;
+pub mod config;
+pub mod sched;
+pub mod spec;

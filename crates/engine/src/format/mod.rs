@@ -1,0 +1,5 @@
+//! format
+
+pub mod banner;
+pub mod perftest_json;
+pub mod printf;

@@ -1,0 +1,3 @@
+//! proto
+
+pub mod wire;

@@ -1,0 +1,5 @@
+//! results
+
+pub mod bw;
+pub mod lat;
+pub mod report;
