@@ -11,9 +11,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use engine::format::lat_table::LatTable;
+use engine::format::table::{Table, TableStyle, Unit};
 use engine::proto::wire::{self, Message, QpInfo, SideInfo};
-use engine::results::bw::{BwResult, Measurement, Table, TableStyle, Unit};
-use engine::results::lat::{LatRecorder, LatStats, LatTable};
+use engine::results::bw::{BwResult, Measurement};
+use engine::results::lat::{LatRecorder, LatStats};
 use verbs::{
     AccessFlags, BoundQueuePair, ConnectOptions, Context, PostPath, QueuePairCaps, SendWr,
     WorkCompletion,

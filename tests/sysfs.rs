@@ -30,7 +30,7 @@ fn run(
     measured: f64,
     directions: u32,
     during: impl FnOnce(),
-) -> engine::fabric::link::Verdict {
+) -> engine::results::verdict::Verdict {
     let before = snapshot_error_counters(root, device, 1);
     during();
     let after = snapshot_error_counters(root, device, 1);

@@ -9,11 +9,12 @@ use std::time::Duration;
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use engine::bench::clock::ClockChoice;
+use engine::bench::config::LatConfig;
 use engine::bench::config::{BwConfig, DurationMode, TestConfig};
 use engine::bench::spec::{Metric, TestSpec, Verb};
 use engine::fabric::link::{self, ExpectRate};
 use engine::format::perftest_json::OutputFigure;
-use engine::results::lat::{LatConfig, Percentile, parse_max_latency};
+use engine::results::lat::{Percentile, parse_max_latency};
 
 use crate::UsageError;
 

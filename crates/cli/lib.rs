@@ -38,7 +38,7 @@ use engine::fabric::listing::{JsonLines, ListingWriter, Text};
 pub struct UsageError(pub String);
 
 /// Exit code of a run whose verdict (link or latency) is FAIL.
-pub use engine::results::report::EXIT_VERDICT_FAIL;
+pub use engine::results::verdict::EXIT_VERDICT_FAIL;
 
 /// Runs `--list-devices`: text on stdout; JSON lines to the `--json` file,
 /// or to stdout instead of the text when it is `-`.

@@ -1,12 +1,15 @@
 //! Where a test's results go: perftest's table on stdout, JSON lines to
 //! `--json FILE` (beside the table) or to stdout (`--json -`, instead of
-//! the table). Both are [`engine::results::report::Report`]s; this only routes.
+//! the table). Both are [`engine::format::report::Report`]s; this only routes.
 
 use std::io::{self, Write};
 
+use engine::format::json_lines::JsonLines;
 use engine::format::perftest_json::{self, OutputFigure};
-use engine::results::bw::TableStyle;
-use engine::results::report::{InterruptedRecord, JsonLines, Report, SizeRecord, VerdictRecord};
+use engine::format::report::Report;
+use engine::format::table::TableStyle;
+use engine::results::record::{InterruptedRecord, SizeRecord};
+use engine::results::verdict::VerdictRecord;
 
 use crate::JsonFile;
 

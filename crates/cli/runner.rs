@@ -15,9 +15,10 @@ use engine::bench::config::TestConfig;
 use engine::bench::spec::{Metric, TestSpec};
 use engine::format::banner::{BannerInfo, address_line, gid_line};
 use engine::proto::wire::{Message, QpInfo, SideInfo};
-use engine::results::report::{
-    InterruptedRecord, QpPathRecord, RunContext, SideRecord, SizeRecord, VerdictRecord,
+use engine::results::record::{
+    InterruptedRecord, QpPathRecord, RunContext, SideRecord, SizeRecord,
 };
+use engine::results::verdict::VerdictRecord;
 use serde::de::DeserializeOwned;
 use verbs::Mtu;
 

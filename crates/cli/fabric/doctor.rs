@@ -189,7 +189,7 @@ pub fn run(args: &NcclArgs) -> anyhow::Result<u8> {
     }
     out.flush()?;
     Ok(if failed {
-        engine::results::report::EXIT_VERDICT_FAIL
+        engine::results::verdict::EXIT_VERDICT_FAIL
     } else {
         0
     })

@@ -136,7 +136,7 @@ pub fn run(args: &PortsArgs) -> anyhow::Result<u8> {
     let mut out = std::io::BufWriter::new(crate::output::Stdout);
     if args.json {
         let doc = PortsDocument {
-            schema_version: engine::results::report::SCHEMA_VERSION,
+            schema_version: engine::results::record::SCHEMA_VERSION,
             kind: "ports",
             devices: &devices,
             counter_deltas: deltas.as_ref(),
@@ -171,7 +171,7 @@ pub fn run(args: &PortsArgs) -> anyhow::Result<u8> {
         crate::write_atomically("--prom", path, &text)?;
     }
     Ok(match verdict {
-        Some(v) if !v.pass => engine::results::report::EXIT_VERDICT_FAIL,
+        Some(v) if !v.pass => engine::results::verdict::EXIT_VERDICT_FAIL,
         _ => 0,
     })
 }

@@ -18,19 +18,20 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use engine::bench::config::{BwConfig, ring_offset, ring_slots};
 use engine::bench::sched::{
-    BwScheduler, DurationWindow, Timeline, Window, is_recv, recv_slot, wr_id, wr_id_qp,
+    BwScheduler, DurationWindow, Window, is_recv, recv_slot, wr_id, wr_id_qp,
 };
 use engine::proto::wire::QpInfo;
-use engine::results::bw::Measurement;
+use engine::results::bw::{Measurement, Timeline};
 use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendBatch, SendWr, WorkCompletion};
 
 use engine::bench::spec::{TestSpec, Verb};
 use engine::fabric::link::{self, CounterSnapshot, ExpectRate, LinkRate, VerdictInput};
 use engine::format::perftest_json::OutputFigure;
-use engine::results::bw::{BwResult, RESULT_LINE, Table, TableStyle, Unit};
-use engine::results::report::{
-    DataCheck, Figures, LimitVerdict, Report, RunContext, VerdictRecord,
-};
+use engine::format::report::Report;
+use engine::format::table::{RESULT_LINE, Table, TableStyle, Unit};
+use engine::results::bw::BwResult;
+use engine::results::record::{DataCheck, Figures, RunContext};
+use engine::results::verdict::{LimitVerdict, VerdictRecord};
 
 use super::{Measure, Role, Shown, SizeCtx, receive_failed, wrong_size};
 use crate::UsageError;

@@ -37,10 +37,14 @@ use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendWr, WorkCompletio
 
 use std::io;
 
+use engine::bench::config::LatConfig;
 use engine::bench::spec::{TestSpec, Verb};
-use engine::results::bw::TableStyle;
-use engine::results::lat::{LatConfig, LatTable, dump_samples, dump_unsorted, lat_verdict};
-use engine::results::report::{DataCheck, Figures, Report, RunContext, VerdictRecord};
+use engine::format::lat_table::{LatTable, dump_samples, dump_unsorted};
+use engine::format::report::Report;
+use engine::format::table::TableStyle;
+use engine::results::lat::lat_verdict;
+use engine::results::record::{DataCheck, Figures, RunContext};
+use engine::results::verdict::VerdictRecord;
 use serde::{Deserialize, Serialize};
 
 use super::{Measure, Role, Shown, SizeCtx};

@@ -13,9 +13,12 @@ use engine::bench::clock::ClockRecord;
 use engine::bench::config::TestConfig;
 use engine::bench::spec::TestSpec;
 use engine::format::banner::BannerInfo;
+use engine::format::report::Report;
+use engine::format::table::TableStyle;
 use engine::proto::wire::QpInfo;
-use engine::results::bw::{BwResult, TableStyle};
-use engine::results::report::{DataCheck, Figures, Report, RunContext, VerdictRecord};
+use engine::results::bw::BwResult;
+use engine::results::record::{DataCheck, Figures, RunContext};
+use engine::results::verdict::VerdictRecord;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 

@@ -37,6 +37,7 @@ use support::header;
 use std::io::{self, Cursor, Read};
 use std::time::Duration;
 
+use engine::bench::config::LatConfig;
 use engine::bench::config::{
     self, BwConfig, CQ_ENTRY_BYTES, DurationMode, MAX_CQ_MOD, MAX_DURATION_S, MAX_ITERS, MAX_OUTS,
     MAX_QPS, MAX_SEND_QUEUE_ENTRIES, MAX_SIZE, MAX_SIZES, MAX_THREADS, MAX_TX_DEPTH, MIN_ITERS,
@@ -46,7 +47,6 @@ use engine::proto::wire::{
     self, HEADER_LEN, MAGIC, MAX_PAYLOAD, Message, PROTOCOL_VERSION, QpInfo, SideInfo, WireError,
     encode, read_message,
 };
-use engine::results::lat::LatConfig;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Value, json};

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::fabric::gid::{self, GidKind};
 
-pub use crate::results::report::SCHEMA_VERSION;
+pub use crate::results::record::SCHEMA_VERSION;
 
 /// One device.
 #[derive(Debug, Clone, PartialEq, Serialize)]

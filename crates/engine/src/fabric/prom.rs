@@ -52,7 +52,8 @@ use std::fmt::Write as _;
 use crate::fabric::ports::{DeviceState, PortState, split_id_name};
 use crate::results::bw::{BwResult, MIB};
 use crate::results::lat::LatStats;
-use crate::results::report::{Figures, RunContext, SizeRecord, VerdictRecord};
+use crate::results::record::{Figures, RunContext, SizeRecord};
+use crate::results::verdict::VerdictRecord;
 
 /// The `# TYPE` of a metric family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1069,7 +1070,8 @@ mod tests {
     use super::*;
     use crate::fabric::ports::GidEntry;
     use crate::results::lat::LatVerdict;
-    use crate::results::report::{LimitVerdict, tests::context};
+    use crate::results::record::tests::context;
+    use crate::results::verdict::LimitVerdict;
 
     /// Whether `name` matches `[a-zA-Z_:][a-zA-Z0-9_:]*` (checked by
     /// hand, not through `sanitize`).

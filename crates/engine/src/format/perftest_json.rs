@@ -3,12 +3,13 @@
 //! (`write_test_info_to_file` and the `*_JSON` formats of perftest's
 //! `src/perftest_parameters.{c,h}`), rewritten after every size so that —
 //! as in perftest — the file holds the last one. rdmaperf's own `--json`
-//! (every size, typed) is [`crate::results::report::JsonLines`].
+//! (every size, typed) is [`crate::format::json_lines::JsonLines`].
 
 use std::fmt::Write as _;
 
-use crate::results::bw::TableStyle;
-use crate::results::report::{ConfigRecord, Figures, RunContext, SizeRecord};
+use crate::bench::config::ConfigRecord;
+use crate::format::table::TableStyle;
+use crate::results::record::{Figures, RunContext, SizeRecord};
 
 /// perftest's default `--out_json_file`.
 pub const DEFAULT_FILE: &str = "perftest_out.json";
@@ -220,7 +221,8 @@ fn json_text(t: &str) -> String {
 mod tests {
     use super::*;
     use crate::format::printf::{CArg::*, sprintf};
-    use crate::results::bw::{BwResult, Unit};
+    use crate::format::table::Unit;
+    use crate::results::bw::BwResult;
 
     // perftest_parameters.h, verbatim.
     const REPORT_FMT_JSON: &str = "\"MsgSize\": %lu,\n\"n_iterations\": %lu,\n\"BW_peak\": %.2lf,\n\"BW_average\": %.2lf,\n\"MsgRate\": %.6lf";
@@ -259,7 +261,7 @@ mod tests {
 
     #[test]
     fn bandwidth_file_is_perftests_layout_and_valid_json() {
-        let mut ctx = crate::results::report::tests::context();
+        let mut ctx = crate::results::record::tests::context();
         ctx.role = "client";
         ctx.outstanding_reads = None;
         let text = render(
@@ -317,8 +319,8 @@ mod tests {
 
     #[test]
     fn latency_file_has_perftests_keys_in_both_modes() {
-        let mut ctx = crate::results::report::tests::context();
-        let mut cfg = crate::results::lat::LatConfig::default();
+        let mut ctx = crate::results::record::tests::context();
+        let mut cfg = crate::bench::config::LatConfig::default();
         ctx.config = ConfigRecord::Lat(cfg.clone());
         ctx.outstanding_reads = None;
         ctx.rtt_factor = 2;

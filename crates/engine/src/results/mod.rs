@@ -2,4 +2,5 @@
 
 pub mod bw;
 pub mod lat;
-pub mod report;
+pub mod record;
+pub mod verdict;

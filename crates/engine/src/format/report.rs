@@ -1,0 +1,39 @@
+//! The one trait every output format of the test results implements.
+
+use std::io;
+
+use crate::results::record::{InterruptedRecord, SizeRecord};
+use crate::results::verdict::VerdictRecord;
+
+/// An output format of the test results.
+pub trait Report {
+    /// Before the first size.
+    ///
+    /// # Errors
+    /// I/O errors of the destination.
+    fn begin(&mut self) -> io::Result<()>;
+    /// One size.
+    ///
+    /// # Errors
+    /// I/O errors of the destination.
+    fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()>;
+    /// A verdict, after [`Report::end`] (a table is closed by then; the
+    /// verdict lines follow it).
+    ///
+    /// # Errors
+    /// I/O errors of the destination.
+    fn verdict(&mut self, verdict: &VerdictRecord) -> io::Result<()>;
+    /// After the last size.
+    ///
+    /// # Errors
+    /// I/O errors of the destination.
+    fn end(&mut self) -> io::Result<()>;
+    /// The run was interrupted (after [`Report::end`]): the last record.
+    /// A table shows nothing more (the runner says it on stderr).
+    ///
+    /// # Errors
+    /// I/O errors of the destination.
+    fn interrupted(&mut self, _record: &InterruptedRecord) -> io::Result<()> {
+        Ok(())
+    }
+}
