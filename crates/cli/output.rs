@@ -179,24 +179,12 @@ impl FigureLines {
 }
 
 impl Report for FigureLines {
-    fn begin(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
     fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
         if let Some(v) = self.figure.value(&record.figures, self.style) {
             let mut out = Stdout;
             writeln!(out, "{v:.6}")?;
             out.flush()?;
         }
-        Ok(())
-    }
-
-    fn verdict(&mut self, _verdict: &VerdictRecord) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn end(&mut self) -> io::Result<()> {
         Ok(())
     }
 }
@@ -237,21 +225,9 @@ impl PerftestJsonFile {
 }
 
 impl Report for PerftestJsonFile {
-    fn begin(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
     fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
         let text = perftest_json::render(&self.title, record, self.style, self.output);
         crate::write_atomically("--out_json_file", &self.path, &text)
-    }
-
-    fn verdict(&mut self, _verdict: &VerdictRecord) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn end(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 
@@ -304,10 +280,6 @@ impl PromFile {
 }
 
 impl Report for PromFile {
-    fn begin(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
     fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
         self.metrics.size(record);
         self.write()
@@ -379,10 +351,6 @@ impl CounterLines {
 }
 
 impl Report for CounterLines {
-    fn begin(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
     fn size(&mut self, _record: &SizeRecord<'_>) -> io::Result<()> {
         let now = self.read().map_err(io::Error::other)?;
         let mut out = Stdout;
@@ -392,14 +360,6 @@ impl Report for CounterLines {
         writeln!(out)?;
         out.flush()?;
         self.last = now;
-        Ok(())
-    }
-
-    fn verdict(&mut self, _verdict: &VerdictRecord) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn end(&mut self) -> io::Result<()> {
         Ok(())
     }
 }

@@ -65,10 +65,6 @@ struct VerdictLine<'a> {
 }
 
 impl<W: Write> Report for JsonLines<W> {
-    fn begin(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
     fn size(&mut self, r: &SizeRecord<'_>) -> io::Result<()> {
         self.line(&SizeLine {
             schema_version: SCHEMA_VERSION,

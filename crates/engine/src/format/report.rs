@@ -5,13 +5,16 @@ use std::io;
 use crate::results::record::{InterruptedRecord, SizeRecord};
 use crate::results::verdict::VerdictRecord;
 
-/// An output format of the test results.
+/// An output format of the test results. Only [`Report::size`] must be
+/// written; every other step does nothing unless the format overrides it.
 pub trait Report {
     /// Before the first size.
     ///
     /// # Errors
     /// I/O errors of the destination.
-    fn begin(&mut self) -> io::Result<()>;
+    fn begin(&mut self) -> io::Result<()> {
+        Ok(())
+    }
     /// One size.
     ///
     /// # Errors
@@ -22,12 +25,16 @@ pub trait Report {
     ///
     /// # Errors
     /// I/O errors of the destination.
-    fn verdict(&mut self, verdict: &VerdictRecord) -> io::Result<()>;
+    fn verdict(&mut self, _verdict: &VerdictRecord) -> io::Result<()> {
+        Ok(())
+    }
     /// After the last size.
     ///
     /// # Errors
     /// I/O errors of the destination.
-    fn end(&mut self) -> io::Result<()>;
+    fn end(&mut self) -> io::Result<()> {
+        Ok(())
+    }
     /// The run was interrupted (after [`Report::end`]): the last record.
     /// A table shows nothing more (the runner says it on stderr).
     ///
