@@ -887,7 +887,11 @@ fn the_grafana_dashboard_queries_only_metrics_rdmaperf_writes() {
     ]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     let ports = std::fs::read_to_string(&prom).unwrap();
-    let engine_names = include_str!("../crates/engine/src/fabric/prom.rs");
+    let engine_names = concat!(
+        include_str!("../crates/engine/src/fabric/prom/ports.rs"),
+        include_str!("../crates/engine/src/fabric/prom/results.rs"),
+        include_str!("../crates/engine/src/fabric/prom/text.rs")
+    );
     let exporter_names = include_str!("../crates/cli/fabric/exporter.rs");
     for expr in &exprs {
         for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {

@@ -238,7 +238,7 @@ impl Report for PerftestJsonFile {
 #[derive(Debug)]
 pub struct PromFile {
     path: std::path::PathBuf,
-    metrics: engine::fabric::prom::ResultMetrics,
+    metrics: engine::fabric::prom::results::ResultMetrics,
     sysfs_root: std::path::PathBuf,
     device: String,
     port: u8,
@@ -259,7 +259,7 @@ impl PromFile {
         crate::check_writable("--prom", &path)?;
         Ok(Self {
             path,
-            metrics: engine::fabric::prom::ResultMetrics::new(),
+            metrics: engine::fabric::prom::results::ResultMetrics::new(),
             sysfs_root: sysfs_root.to_path_buf(),
             device: device.to_owned(),
             port,
@@ -273,7 +273,7 @@ impl PromFile {
         if let Ok(devices) =
             crate::sysfs::read_devices(&self.sysfs_root, Some(&self.device), Some(self.port))
         {
-            text.push_str(&engine::fabric::prom::port_metrics(&devices).render());
+            text.push_str(&engine::fabric::prom::ports::port_metrics(&devices).render());
         }
         crate::write_atomically("--prom", &self.path, &text)
     }
