@@ -14,7 +14,7 @@
 //! (only ACTIVE IB/Ethernet ports are used; the GID index), and
 //! `src/misc/socket.cc` (interface selection), and NCCL's `env.rst`.
 //!
-//! - [`env`]: the block of variables ([`env::EnvBlock`]) and the machine
+//! - [`env`](mod@env): the block of variables ([`env::EnvBlock`]) and the machine
 //!   ([`env::Machine`]) it is checked against, [`env::check`].
 //! - [`log`]: NCCL's logs, [`log::read_log`].
 //! - here: what both say, [`Finding`]s of a [`Severity`], and the

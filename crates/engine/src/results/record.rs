@@ -1,7 +1,7 @@
 //! The records of a run, typed: one [`RunContext`] (who, what, where)
 //! per run, one [`SizeRecord`] per size, an [`InterruptedRecord`] when a
 //! run stops early. Verdicts are in [`crate::results::verdict`]; the
-//! formats that show these records are in [`crate::format`].
+//! formats that show these records are in [`crate::format`](mod@crate::format).
 
 use serde::Serialize;
 
