@@ -11,9 +11,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use engine::bw::{BwResult, Measurement, Table, TableStyle, Unit};
-use engine::lat::{LatRecorder, LatStats, LatTable};
-use engine::wire::{self, Message, QpInfo, SideInfo};
+use engine::format::lat_table::LatTable;
+use engine::format::table::{Table, TableStyle, Unit};
+use engine::proto::wire::{self, Message, QpInfo, SideInfo};
+use engine::results::bw::{BwResult, Measurement};
+use engine::results::lat::{LatRecorder, LatStats};
 use verbs::{
     AccessFlags, BoundQueuePair, ConnectOptions, Context, PostPath, QueuePairCaps, SendWr,
     WorkCompletion,
@@ -77,7 +79,7 @@ fn codec(c: &mut Criterion) {
     };
     let hello = Message::Hello {
         test: "write_bw".into(),
-        config: serde_json::to_value(engine::config::BwConfig::default()).unwrap(),
+        config: serde_json::to_value(engine::bench::config::BwConfig::default()).unwrap(),
         side,
         qps: qps(16),
     };

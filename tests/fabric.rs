@@ -893,7 +893,7 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
 /// Every metric the Grafana dashboard in docs/ queries is one rdmaperf
 /// writes: the port metrics as `ports --prom` writes them for the complete
 /// fixture tree, the probe's own from a probe answer, the results and
-/// verdicts as engine::prom names them.
+/// verdicts as engine::fabric::prom names them.
 #[test]
 fn the_grafana_dashboard_queries_only_metrics_rdmaperf_writes() {
     let dashboard: serde_json::Value =
@@ -918,7 +918,11 @@ fn the_grafana_dashboard_queries_only_metrics_rdmaperf_writes() {
     ]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     let ports = std::fs::read_to_string(&prom).unwrap();
-    let engine_names = include_str!("../crates/engine/src/prom.rs");
+    let engine_names = concat!(
+        include_str!("../crates/engine/src/fabric/prom/ports.rs"),
+        include_str!("../crates/engine/src/fabric/prom/results.rs"),
+        include_str!("../crates/engine/src/fabric/prom/text.rs")
+    );
     let exporter_names = include_str!("../crates/cli/fabric/exporter.rs");
     for expr in &exprs {
         for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {

@@ -259,7 +259,7 @@ fn read_lat_json_reports_full_round_trips_with_percentiles_histogram_and_data_ch
         r["t_max_us"].as_f64().unwrap(),
     );
     assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{r}");
-    let h = engine::lat::histogram_from_base64(v["histogram"].as_str().unwrap()).unwrap();
+    let h = engine::results::lat::histogram_from_base64(v["histogram"].as_str().unwrap()).unwrap();
     assert_eq!(h.len(), 400);
     // The histogram holds round trips in ns; the median is reported whole.
     let median_ns = h.value_at_quantile(0.5) as f64;

@@ -17,8 +17,8 @@ mod support;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use engine::config::BwConfig;
-use engine::wire::{self, Message, SideInfo};
+use engine::bench::config::BwConfig;
+use engine::proto::wire::{self, Message, SideInfo};
 use support::peers::{self, json_lines};
 use support::{
     Reaper, assert_ok, connect_to_server as connect, free_port, resource_counts, test_device, text,

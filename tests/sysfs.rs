@@ -1,4 +1,4 @@
-//! `rdmaperf::sysfs` and `engine::link` over the sysfs fixture trees in `tests/fixtures/sysfs/`
+//! `rdmaperf::sysfs` and `engine::fabric::link` over the sysfs fixture trees in `tests/fixtures/sysfs/`
 //! (see the README there). Tests that change counters between two
 //! snapshots work on a copy in a temporary directory.
 
@@ -9,7 +9,7 @@ mod support;
 
 use support::{TempDir, fixture};
 
-use engine::link::{CounterRise, ExpectRate, LinkError, VerdictInput, evaluate, rises};
+use engine::fabric::link::{CounterRise, ExpectRate, LinkError, VerdictInput, evaluate, rises};
 use rdmaperf::sysfs::{port_dir, read_rate, snapshot_error_counters};
 
 /// Writes `value` and a newline into a counter file below the port.
@@ -30,7 +30,7 @@ fn run(
     measured: f64,
     directions: u32,
     during: impl FnOnce(),
-) -> engine::link::Verdict {
+) -> engine::results::verdict::Verdict {
     let before = snapshot_error_counters(root, device, 1);
     during();
     let after = snapshot_error_counters(root, device, 1);

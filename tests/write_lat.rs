@@ -118,7 +118,7 @@ fn all_sizes_sweep_with_every_row() {
 #[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
 fn every_clock_choice_names_its_source_and_measures_ordered_figures() {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let auto = if cfg!(target_arch = "x86_64") && engine::clock::invariant_tsc(&cpuinfo) {
+    let auto = if cfg!(target_arch = "x86_64") && engine::bench::clock::invariant_tsc(&cpuinfo) {
         "tsc"
     } else {
         "monotonic"
@@ -182,7 +182,7 @@ fn json_carries_ordered_percentiles_count_and_a_histogram_that_round_trips() {
     assert!(f("p99_99_us") <= f("t_max_us"));
     assert_eq!(f("t_typical_us"), f("p50_us"));
     assert_eq!(r["exact_percentiles"], true);
-    let h = engine::lat::histogram_from_base64(v["histogram"].as_str().unwrap()).unwrap();
+    let h = engine::results::lat::histogram_from_base64(v["histogram"].as_str().unwrap()).unwrap();
     assert_eq!(h.len(), 400);
     // The histogram holds round trips in ns; the report shows half, in µs.
     let p99_hist = h.value_at_quantile(0.99) as f64 / 2000.0;

@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
-use engine::bw::Unit;
-use engine::clock::ClockChoice;
-use engine::config::{BwConfig, DurationMode, TestConfig};
-use engine::lat::{LatConfig, Percentile, parse_max_latency};
-use engine::link::{self, ExpectRate};
-use engine::perftest_json::OutputFigure;
-use engine::spec::{Metric, TestSpec, Verb};
+use engine::bench::clock::ClockChoice;
+use engine::bench::config::LatConfig;
+use engine::bench::config::{BwConfig, DurationMode, TestConfig};
+use engine::bench::spec::{Metric, TestSpec, Verb};
+use engine::fabric::link::{self, ExpectRate};
+use engine::format::perftest_json::OutputFigure;
+use engine::format::table::Unit;
+use engine::results::lat::{Percentile, parse_max_latency};
 
 use crate::UsageError;
 use crate::options::{
@@ -44,7 +45,7 @@ pub struct ConnectionArgs {
     #[arg(short = 'x', long = "gid-index", value_name = "INDEX")]
     pub gid_index: Option<u32>,
     /// TCP port of the out-of-band channel.
-    #[arg(short = 'p', long = "port", default_value_t = engine::config::DEFAULT_PORT)]
+    #[arg(short = 'p', long = "port", default_value_t = engine::bench::config::DEFAULT_PORT)]
     pub port: u16,
     /// Address the server listens on.
     #[arg(long = "bind", value_name = "ADDR", default_value = "0.0.0.0")]
@@ -157,7 +158,7 @@ pub struct Cli {
     pub rx_depth: Option<u32>,
     /// Atomic operation: FETCH_AND_ADD (default) or CMP_AND_SWAP.
     #[arg(short = 'A', long = "atomic_type", value_name = "TYPE", value_parser = atomic_type_arg)]
-    pub atomic_type: Option<engine::spec::Verb>,
+    pub atomic_type: Option<engine::bench::spec::Verb>,
     /// RDMA WRITE with immediate instead of RDMA WRITE: each write consumes
     /// a receive on the server, which counts them.
     #[arg(long = "write_with_imm")]
@@ -237,7 +238,7 @@ pub struct Cli {
     #[arg(long = "out_json")]
     pub out_json: bool,
     /// The file of --out_json.
-    #[arg(long = "out_json_file", value_name = "FILE", default_value = engine::perftest_json::DEFAULT_FILE)]
+    #[arg(long = "out_json_file", value_name = "FILE", default_value = engine::format::perftest_json::DEFAULT_FILE)]
     pub out_json_file: PathBuf,
     /// Also write the results, the verdicts and this side's port counters
     /// as Prometheus text to FILE, rewritten atomically after every size
@@ -617,7 +618,7 @@ impl Cli {
                     "-a/--all runs every size from 2 B to 8 MiB; -s/--size {s} is ignored (as perftest)"
                 ));
             }
-            engine::config::sweep_sizes()
+            engine::bench::config::sweep_sizes()
         } else {
             vec![self.run.size.unwrap_or(default)]
         }
@@ -642,8 +643,8 @@ impl Cli {
     }
 
     /// The path options (`-S`, `--tclass`, `--flow_label`).
-    fn path(&self) -> engine::config::PathConfig {
-        engine::config::PathConfig {
+    fn path(&self) -> engine::bench::config::PathConfig {
+        engine::bench::config::PathConfig {
             sl: self.run.sl,
             traffic_class: self.run.tclass,
             flow_labels: self.run.flow_label.clone(),
@@ -692,7 +693,7 @@ impl Cli {
         // perftest: 100 by default, clamped to the tx depth; 1 for sizes
         // above 8 KiB unless -a or an explicit -Q; the post list with -l.
         let cq_mod = match self.cq_mod {
-            Some(q) if q > tx_depth && q <= engine::config::MAX_CQ_MOD => {
+            Some(q) if q > tx_depth && q <= engine::bench::config::MAX_CQ_MOD => {
                 notes.push(format!(
                     "-Q/--cq-mod {q} is above the tx depth {tx_depth}; using {tx_depth} (as perftest)"
                 ));
@@ -727,8 +728,9 @@ impl Cli {
             path: self.path(),
             endless: self.run_infinitely,
             warm_up: self.perform_warm_up && !counts_every_operation,
-            rx_depth: engine::config::effective_rx_depth(
-                self.rx_depth.unwrap_or(engine::config::DEFAULT_RX_DEPTH),
+            rx_depth: engine::bench::config::effective_rx_depth(
+                self.rx_depth
+                    .unwrap_or(engine::bench::config::DEFAULT_RX_DEPTH),
                 duration.is_none().then_some(iters),
             ),
             write_with_imm: self.write_with_imm,
@@ -741,11 +743,11 @@ impl Cli {
             );
         }
         if let Some(r) = self.rx_depth
-            && (r == 0 || r > engine::config::MAX_RX_DEPTH)
+            && (r == 0 || r > engine::bench::config::MAX_RX_DEPTH)
         {
             return Err(UsageError(format!(
                 "-r/--rx-depth: rx depth {r} is outside 1..={} (perftest's limit)",
-                engine::config::MAX_RX_DEPTH
+                engine::bench::config::MAX_RX_DEPTH
             )));
         }
         let cfg = self.checked(spec, cfg)?;
@@ -775,8 +777,9 @@ impl Cli {
             mtu: self.run.mtu,
             outs: self.outs.unwrap_or(0),
             path: self.path(),
-            rx_depth: engine::config::effective_rx_depth(
-                self.rx_depth.unwrap_or(engine::config::DEFAULT_RX_DEPTH),
+            rx_depth: engine::bench::config::effective_rx_depth(
+                self.rx_depth
+                    .unwrap_or(engine::bench::config::DEFAULT_RX_DEPTH),
                 self.duration_mode().is_none().then(|| self.iters(spec)),
             ),
         };
@@ -966,10 +969,10 @@ impl Cli {
 ///
 /// # Errors
 /// A message naming the value and the two types.
-pub fn atomic_type_arg(s: &str) -> Result<engine::spec::Verb, String> {
+pub fn atomic_type_arg(s: &str) -> Result<engine::bench::spec::Verb, String> {
     match s {
-        "FETCH_AND_ADD" => Ok(engine::spec::Verb::FetchAdd),
-        "CMP_AND_SWAP" => Ok(engine::spec::Verb::CmpSwap),
+        "FETCH_AND_ADD" => Ok(engine::bench::spec::Verb::FetchAdd),
+        "CMP_AND_SWAP" => Ok(engine::bench::spec::Verb::CmpSwap),
         _ => Err(format!(
             "{s:?} is not an atomic type (perftest's are CMP_AND_SWAP and FETCH_AND_ADD)"
         )),
@@ -998,7 +1001,7 @@ pub fn connection_arg(s: &str) -> Result<String, String> {
 /// # Errors
 /// A message naming the text.
 pub fn size_arg(s: &str) -> Result<u64, String> {
-    engine::config::parse_size(s)
+    engine::bench::config::parse_size(s)
 }
 
 /// Parses a positive number of seconds.
@@ -1045,7 +1048,7 @@ mod tests {
             ("TEST_FLAGS", &TEST_FLAGS),
             ("applies' cases", &case_by_case),
         ];
-        for spec in engine::spec::IMPLEMENTED {
+        for spec in engine::bench::spec::IMPLEMENTED {
             let cmd = command(spec);
             let ids: Vec<&str> = cmd.get_arguments().map(|a| a.get_id().as_str()).collect();
             for (table, names) in tables {

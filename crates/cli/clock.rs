@@ -1,10 +1,10 @@
 //! The clock that stamps latency samples (`--clock`); the choice and the
-//! tick arithmetic are in [`engine::clock`].
+//! tick arithmetic are in [`engine::bench::clock`].
 
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use engine::clock::{ClockChoice, ClockRecord, ClockSource, TickPoint, TickRate};
+use engine::bench::clock::{ClockChoice, ClockRecord, ClockSource, TickPoint, TickRate};
 
 use crate::UsageError;
 
@@ -36,7 +36,7 @@ impl Ticks for MonotonicTicks {
     }
 }
 
-/// The time-stamp counter. Only built when [`engine::clock::choose`] said
+/// The time-stamp counter. Only built when [`engine::bench::clock::choose`] said
 /// the TSC can be read, so `0` is never seen.
 #[derive(Debug, Clone, Copy)]
 pub struct TscTicks;
@@ -75,8 +75,9 @@ impl Clock {
         let cpuinfo = (choice == ClockChoice::Auto)
             .then(|| std::fs::read_to_string("/proc/cpuinfo").ok())
             .flatten();
-        let source = engine::clock::choose(choice, verbs::tsc::AVAILABLE, cpuinfo.as_deref())
-            .map_err(UsageError)?;
+        let source =
+            engine::bench::clock::choose(choice, verbs::tsc::AVAILABLE, cpuinfo.as_deref())
+                .map_err(UsageError)?;
         let mut clock = Self::unmeasured(source, choice);
         if source == ClockSource::Tsc {
             clock.start = clock.point();

@@ -1,7 +1,7 @@
 //! Collects the device inventory through `verbs` into `engine`'s plain data.
 
-use engine::gid::GidKind;
-use engine::listing::{DeviceListing, GidListing, PortListing};
+use engine::fabric::gid::GidKind;
+use engine::fabric::listing::{DeviceListing, GidListing, PortListing};
 
 /// Every device (or only `device`), every port (or only `port`), with their
 /// valid GIDs.
@@ -42,9 +42,10 @@ fn describe(name: &str, only_port: Option<u8>) -> Result<DeviceListing, verbs::E
             active_mtu: attr.active_mtu.bytes(),
             max_mtu: attr.max_mtu.bytes(),
             lid: attr.lid,
-            lanes: engine::link::lanes(attr.active_width),
-            speed: engine::link::lane_speed(attr.active_speed).map(|(name, _)| name.to_owned()),
-            rate_gbps: engine::link::width_speed_gbps(attr.active_width, attr.active_speed),
+            lanes: engine::fabric::link::lanes(attr.active_width),
+            speed: engine::fabric::link::lane_speed(attr.active_speed)
+                .map(|(name, _)| name.to_owned()),
+            rate_gbps: engine::fabric::link::width_speed_gbps(attr.active_width, attr.active_speed),
             gids: gids
                 .iter()
                 .filter(|g| g.port == p)

@@ -1,5 +1,5 @@
 //! Everything behind the test binaries (`write_bw`, `write_lat`,
-//! `read_bw`, `read_lat`): each is one [`engine::spec::TestSpec`] handed to
+//! `read_bw`, `read_lat`): each is one [`engine::bench::spec::TestSpec`] handed to
 //! [`runner::main`]. One command line ([`args`]), one session runner
 //! ([`runner`]) over the control channel ([`oob`], [`session`]), the
 //! resources of a side ([`side`]), the measured loops ([`measure`]), the
@@ -31,7 +31,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use engine::listing::{JsonLines, ListingWriter, Text};
+use engine::fabric::listing::{JsonLines, ListingWriter, Text};
 
 /// An error caused by the user's input: exits with code 2.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +39,7 @@ use engine::listing::{JsonLines, ListingWriter, Text};
 pub struct UsageError(pub String);
 
 /// Exit code of a run whose verdict (link or latency) is FAIL.
-pub use engine::report::EXIT_VERDICT_FAIL;
+pub use engine::results::verdict::EXIT_VERDICT_FAIL;
 
 /// Runs `--list-devices`: text on stdout; JSON lines to the `--json` file,
 /// or to stdout instead of the text when it is `-`.

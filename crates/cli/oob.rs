@@ -1,5 +1,5 @@
 //! The out-of-band TCP channel between client and server: bounded connect,
-//! bounded reads, framed messages (`engine::wire`), and a heartbeat while a
+//! bounded reads, framed messages (`engine::proto::wire`), and a heartbeat while a
 //! measured phase runs so a silent peer is told from a slow one.
 
 use std::io;
@@ -11,8 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
-pub use engine::session::Bound;
-use engine::wire::{self, Message, WireError};
+pub use engine::proto::session::Bound;
+use engine::proto::wire::{self, Message, WireError};
 use nix::sys::socket::{MsgFlags, recv};
 
 use crate::stop::{self, Interrupted};
@@ -271,7 +271,7 @@ impl Channel {
                         "{waiting_for} did not come from peer {} within the set-up bound of {bound:.1?} \
                          (--timeout plus {:?} per QP): the peer is alive but its set-up does not end",
                         self.peer,
-                        engine::config::SETUP_PER_QP
+                        engine::bench::config::SETUP_PER_QP
                     ),
                     _ => bail!(
                         "{waiting_for} did not come from peer {} within the measured phase's bound of {:.1?} \

@@ -13,13 +13,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use engine::bw::Unit;
-use engine::clock::ClockChoice;
-use engine::config::{BwConfig, TestConfig};
-use engine::lat::{LatConfig, Percentile};
-use engine::link::ExpectRate;
-use engine::perftest_json::OutputFigure;
-use engine::spec::TestSpec;
+use engine::bench::clock::ClockChoice;
+use engine::bench::config::LatConfig;
+use engine::bench::config::{BwConfig, TestConfig};
+use engine::bench::spec::TestSpec;
+use engine::fabric::link::ExpectRate;
+use engine::format::perftest_json::OutputFigure;
+use engine::format::table::Unit;
+use engine::results::lat::Percentile;
 
 use crate::placement::Placement;
 

@@ -1,12 +1,15 @@
 //! Where a test's results go: perftest's table on stdout, JSON lines to
 //! `--json FILE` (beside the table) or to stdout (`--json -`, instead of
-//! the table). Both are [`engine::report::Report`]s; this only routes.
+//! the table). Both are [`engine::format::report::Report`]s; this only routes.
 
 use std::io::{self, Write};
 
-use engine::bw::TableStyle;
-use engine::perftest_json::{self, OutputFigure};
-use engine::report::{InterruptedRecord, JsonLines, Report, SizeRecord, VerdictRecord};
+use engine::format::json_lines::JsonLines;
+use engine::format::perftest_json::{self, OutputFigure};
+use engine::format::report::Report;
+use engine::format::table::TableStyle;
+use engine::results::record::{InterruptedRecord, SizeRecord};
+use engine::results::verdict::VerdictRecord;
 
 use crate::JsonFile;
 
@@ -176,24 +179,12 @@ impl FigureLines {
 }
 
 impl Report for FigureLines {
-    fn begin(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
     fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
         if let Some(v) = self.figure.value(&record.figures, self.style) {
             let mut out = Stdout;
             writeln!(out, "{v:.6}")?;
             out.flush()?;
         }
-        Ok(())
-    }
-
-    fn verdict(&mut self, _verdict: &VerdictRecord) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn end(&mut self) -> io::Result<()> {
         Ok(())
     }
 }
@@ -234,21 +225,9 @@ impl PerftestJsonFile {
 }
 
 impl Report for PerftestJsonFile {
-    fn begin(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
     fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
         let text = perftest_json::render(&self.title, record, self.style, self.output);
         crate::write_atomically("--out_json_file", &self.path, &text)
-    }
-
-    fn verdict(&mut self, _verdict: &VerdictRecord) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn end(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 
@@ -259,7 +238,7 @@ impl Report for PerftestJsonFile {
 #[derive(Debug)]
 pub struct PromFile {
     path: std::path::PathBuf,
-    metrics: engine::prom::ResultMetrics,
+    metrics: engine::fabric::prom::results::ResultMetrics,
     sysfs_root: std::path::PathBuf,
     device: String,
     port: u8,
@@ -280,7 +259,7 @@ impl PromFile {
         crate::check_writable("--prom", &path)?;
         Ok(Self {
             path,
-            metrics: engine::prom::ResultMetrics::new(),
+            metrics: engine::fabric::prom::results::ResultMetrics::new(),
             sysfs_root: sysfs_root.to_path_buf(),
             device: device.to_owned(),
             port,
@@ -294,17 +273,13 @@ impl PromFile {
         if let Ok(devices) =
             crate::sysfs::read_devices(&self.sysfs_root, Some(&self.device), Some(self.port))
         {
-            text.push_str(&engine::prom::port_metrics(&devices).render());
+            text.push_str(&engine::fabric::prom::ports::port_metrics(&devices).render());
         }
         crate::write_atomically("--prom", &self.path, &text)
     }
 }
 
 impl Report for PromFile {
-    fn begin(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
     fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
         self.metrics.size(record);
         self.write()
@@ -376,10 +351,6 @@ impl CounterLines {
 }
 
 impl Report for CounterLines {
-    fn begin(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
     fn size(&mut self, _record: &SizeRecord<'_>) -> io::Result<()> {
         let now = self.read().map_err(io::Error::other)?;
         let mut out = Stdout;
@@ -389,14 +360,6 @@ impl Report for CounterLines {
         writeln!(out)?;
         out.flush()?;
         self.last = now;
-        Ok(())
-    }
-
-    fn verdict(&mut self, _verdict: &VerdictRecord) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn end(&mut self) -> io::Result<()> {
         Ok(())
     }
 }

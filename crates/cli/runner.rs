@@ -2,7 +2,7 @@
 //! [`TestSpec`]; [`main`] parses its flags ([`crate::args`]) into
 //! [`RunOptions`] once, and [`run_pair`] runs them: the client or the
 //! server side of a session, driving the session's state machines
-//! ([`engine::session`]) over the control channel — hello/accept, one
+//! ([`engine::proto::session`]) over the control channel — hello/accept, one
 //! phase per size (prepare, barrier, measure, done exchange, report),
 //! goodbye, verdicts, the commit of the `--json` file — and returning the
 //! typed results ([`RunSummary`]). What differs between tests is behind
@@ -15,18 +15,18 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use engine::banner::{BannerInfo, address_line, gid_line};
-use engine::bw::BwResult;
-use engine::config::TestConfig;
-use engine::report::{
-    DataCheck, Figures, InterruptedRecord, QpPathRecord, RunContext, SideRecord, SizeRecord,
-    VerdictRecord,
-};
-use engine::session::{
+use engine::bench::config::TestConfig;
+use engine::bench::spec::{Metric, TestSpec};
+use engine::format::banner::{BannerInfo, address_line, gid_line};
+use engine::proto::session::{
     self, ClientSession, Estimate, Next, NextPhase, ServerSession, SessionError, Walk,
 };
-use engine::spec::{Metric, TestSpec};
-use engine::wire::{Message, QpInfo, SideInfo};
+use engine::proto::wire::{Message, QpInfo, SideInfo};
+use engine::results::bw::BwResult;
+use engine::results::record::{
+    DataCheck, Figures, InterruptedRecord, QpPathRecord, RunContext, SideRecord, SizeRecord,
+};
+use engine::results::verdict::VerdictRecord;
 use verbs::Mtu;
 
 use crate::UsageError;
@@ -244,7 +244,9 @@ fn qp_paths<C: TestConfig>(
     cfg: &C,
     side: &Side,
 ) -> anyhow::Result<Vec<QpPathRecord>> {
-    if *cfg.path() == engine::config::PathConfig::default() && opts.connection.pkey_index == 0 {
+    if *cfg.path() == engine::bench::config::PathConfig::default()
+        && opts.connection.pkey_index == 0
+    {
         return Ok(Vec::new());
     }
     let paths = side.paths()?;

@@ -1,5 +1,5 @@
 //! The server's side of the control connection, around the sessions the
-//! runner drives ([`engine::session`] decides the protocol): the bounded
+//! runner drives ([`engine::proto::session`] decides the protocol): the bounded
 //! wait for a client, dropping connections that are not clients, turning
 //! clients away while busy, `--persistent`; and progress on a terminal.
 
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use engine::wire::{self, Message, SideInfo};
+use engine::proto::wire::{self, Message, SideInfo};
 
 use crate::oob::{Channel, Listener};
 use crate::options::{ConnectionOptions, RunOptions};

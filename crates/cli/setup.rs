@@ -2,8 +2,8 @@
 //! with every bad choice reported as a usage error naming the flag.
 
 use anyhow::Context as _;
-use engine::gid::{self, GidCandidate};
-use engine::wire::SideInfo;
+use engine::fabric::gid::{self, GidCandidate};
+use engine::proto::wire::SideInfo;
 use verbs::{Context, Mtu, PortAttributes};
 
 use crate::UsageError;

@@ -6,7 +6,7 @@
 //! and, when this side initiates, a **working** area (the source of our
 //! writes, the landing area of our reads). The peer learns only the
 //! exposed areas (address, length, rkey); the region grants the peer only
-//! the access the test needs ([`engine::spec::Access`]).
+//! the access the test needs ([`engine::bench::spec::Access`]).
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -14,9 +14,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
-use engine::config::ring_offset;
-use engine::spec::{Access, pattern_byte};
-use engine::wire::QpInfo;
+use engine::bench::config::ring_offset;
+use engine::bench::spec::{Access, pattern_byte};
+use engine::proto::wire::QpInfo;
 use verbs::{
     AccessFlags, BoundQueuePair, CompletionQueue, ConnectOptions, Endpoint, Gid, LocalSge,
     MemoryRegion, Mtu, QueuePairCaps,
@@ -60,19 +60,22 @@ impl Layout {
     /// Bytes registered: an exposed area per QP, plus a working area per
     /// QP when initiating.
     pub fn memory(&self) -> u64 {
-        engine::config::memory_for(self.area, self.qps, self.initiates)
+        engine::bench::config::memory_for(self.area, self.qps, self.initiates)
     }
 
     /// Bytes of device queue rings (send, receive, completion) this
-    /// layout's QPs and CQs are estimated to take ([`engine::config::ring_bytes`],
-    /// and [`engine::config::recv_ring_bytes`] for a receive ring).
+    /// layout's QPs and CQs are estimated to take ([`engine::bench::config::ring_bytes`],
+    /// and [`engine::bench::config::recv_ring_bytes`] for a receive ring).
     pub fn rings(&self) -> u64 {
-        engine::config::ring_bytes(self.qps, self.threads, self.tx_depth, self.inline_size)
-            .saturating_add(engine::config::recv_ring_bytes(self.qps, self.rx_depth))
+        engine::bench::config::ring_bytes(self.qps, self.threads, self.tx_depth, self.inline_size)
+            .saturating_add(engine::bench::config::recv_ring_bytes(
+                self.qps,
+                self.rx_depth,
+            ))
     }
 
     fn qps_of_thread(&self, t: u32) -> Range<u32> {
-        engine::config::share(self.qps, self.threads, t)
+        engine::bench::config::share(self.qps, self.threads, t)
     }
 
     /// Completion-queue entries one QP needs: its send queue and its
@@ -94,7 +97,7 @@ pub fn cq_groups(n: u32, per_qp: u64, max_cqe: u64) -> Option<Vec<u32>> {
     let groups = n.div_ceil(per_cq).max(1);
     Some(
         (0..groups)
-            .map(|g| engine::config::share(n, groups, g).len() as u32)
+            .map(|g| engine::bench::config::share(n, groups, g).len() as u32)
             .collect(),
     )
 }
@@ -228,7 +231,7 @@ pub fn post_receive(
     lkey: u32,
     slot: u32,
 ) -> verbs::Result<()> {
-    let id = engine::sched::recv_wr_id(q, slot);
+    let id = engine::bench::sched::recv_wr_id(q, slot);
     if recv_len == 0 {
         qp.qp().post_recv_empty(id)
     } else {
@@ -283,7 +286,7 @@ impl Side {
         let layout = &Layout {
             post_path: match layout.post_path {
                 verbs::PostPath::Extended
-                    if engine::spec::perftest_posts_with_wr_api(
+                    if engine::bench::spec::perftest_posts_with_wr_api(
                         dev.vendor_id,
                         dev.vendor_part_id,
                     ) =>
@@ -407,7 +410,7 @@ impl Side {
         mtu: Mtu,
         qp_timeout: u8,
         outs: u32,
-        path: &engine::config::PathConfig,
+        path: &engine::bench::config::PathConfig,
         pkey_index: u16,
     ) -> anyhow::Result<()> {
         let pkey_index = if pkey_index > 0 && pkey_index >= self.max_pkeys {
@@ -514,13 +517,13 @@ impl Side {
                         break;
                     }
                     for wc in &wcs[..n] {
-                        if !engine::sched::is_recv(wc.wr_id()) {
+                        if !engine::bench::sched::is_recv(wc.wr_id()) {
                             continue;
                         }
                         if !wc.is_success() {
                             bail!("a receive completed with {} between sizes", wc.status());
                         }
-                        let q = engine::sched::wr_id_qp(wc.wr_id());
+                        let q = engine::bench::sched::wr_id_qp(wc.wr_id());
                         let g = range.start as usize + q;
                         if g >= range.end as usize {
                             bail!("a receive of an unknown QP completed");
@@ -531,7 +534,7 @@ impl Side {
                             self.exposed(g),
                             self.layout.recv_len,
                             self.lkey(),
-                            engine::sched::recv_slot(wc.wr_id()),
+                            engine::bench::sched::recv_slot(wc.wr_id()),
                         )?;
                         found += 1;
                     }
@@ -649,7 +652,7 @@ impl Side {
             for (k, b) in buf.iter_mut().enumerate() {
                 *b = pattern_byte(q, k as u64);
             }
-            for i in 0..engine::config::ring_slots(size) {
+            for i in 0..engine::bench::config::ring_slots(size) {
                 let off = self.working_offset(q) + ring_offset(size, i) as usize;
                 self.region.write_bytes(off, &buf)?;
             }
@@ -692,7 +695,7 @@ impl Side {
             return Ok(0);
         }
         let touched = count.min(u64::from(rx)) as u32;
-        let distinct = engine::config::ring_slots(recv_len).min(u64::from(touched)) as u32;
+        let distinct = engine::bench::config::ring_slots(recv_len).min(u64::from(touched)) as u32;
         let len = usize::try_from(size).context("message size")?;
         let mut buf = vec![0u8; len];
         let mut checked = 0;

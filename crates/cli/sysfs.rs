@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use engine::link::{
+use engine::fabric::link::{
     CounterSnapshot, LinkError, LinkRate, is_error_counter, parse_counter, parse_rate,
 };
 
@@ -136,7 +136,7 @@ fn natural_key(name: &str) -> (String, u64) {
 }
 
 /// The valid (non-zero) GIDs of a port, with their type and netdev.
-fn gid_table(port_dir: &Path) -> Vec<engine::ports::GidEntry> {
+fn gid_table(port_dir: &Path) -> Vec<engine::fabric::ports::GidEntry> {
     let mut out = Vec::new();
     for name in names_in(&port_dir.join("gids")) {
         let Ok(index) = name.parse::<u32>() else {
@@ -145,32 +145,32 @@ fn gid_table(port_dir: &Path) -> Vec<engine::ports::GidEntry> {
         let Some(text) = attr(&port_dir.join("gids").join(&name)) else {
             continue;
         };
-        let Some(bytes) = engine::gid::parse_sysfs_gid(&text) else {
+        let Some(bytes) = engine::fabric::gid::parse_sysfs_gid(&text) else {
             continue;
         };
         if bytes == [0; 16] {
             continue;
         }
         let attrs = port_dir.join("gid_attrs");
-        out.push(engine::ports::GidEntry {
+        out.push(engine::fabric::ports::GidEntry {
             index,
             kind: attr(&attrs.join("types").join(&name)),
             netdev: attr(&attrs.join("ndevs").join(&name)),
-            ipv4: engine::gid::ipv4_of(&bytes).map(|a| a.to_string()),
+            ipv4: engine::fabric::gid::ipv4_of(&bytes).map(|a| a.to_string()),
             gid: text,
         });
     }
     out
 }
 
-/// One device's sysfs directory as [`engine::ports::DeviceState`] (no
+/// One device's sysfs directory as [`engine::fabric::ports::DeviceState`] (no
 /// MTUs: those come from the verbs, see [`add_mtus`]), with every port or
 /// only `only_port` (the others are not read).
 pub fn read_device(
     dev_dir: &Path,
     name: &str,
     only_port: Option<u8>,
-) -> engine::ports::DeviceState {
+) -> engine::fabric::ports::DeviceState {
     let device_link = dev_dir.join("device");
     let pci_address = fs::read_link(&device_link)
         .ok()
@@ -198,7 +198,7 @@ pub fn read_device(
             .iter()
             .find_map(|g| g.netdev.clone())
             .or_else(|| single_netdev.clone());
-        ports.push(engine::ports::PortState {
+        ports.push(engine::fabric::ports::PortState {
             port,
             state: attr(&dir.join("state")),
             phys_state: attr(&dir.join("phys_state")),
@@ -215,7 +215,7 @@ pub fn read_device(
             counters_ext: counters_in(&dir.join("counters_ext"), |_| true),
         });
     }
-    engine::ports::DeviceState {
+    engine::fabric::ports::DeviceState {
         name: name.to_owned(),
         node_type: attr(&dev_dir.join("node_type")),
         node_guid: attr(&dev_dir.join("node_guid")),
@@ -239,7 +239,7 @@ pub fn read_devices(
     sysfs_root: &Path,
     only: Option<&str>,
     only_port: Option<u8>,
-) -> Result<Vec<engine::ports::DeviceState>, InventoryError> {
+) -> Result<Vec<engine::fabric::ports::DeviceState>, InventoryError> {
     let dir = sysfs_root.join("class/infiniband");
     if let Err(source) = fs::read_dir(&dir) {
         return Err(if source.kind() == std::io::ErrorKind::NotFound {
@@ -270,7 +270,7 @@ pub fn read_devices(
 /// Fills in each port's active and maximum MTU from the verbs (sysfs
 /// has neither). A device that cannot be opened keeps `None`; the
 /// returned lines say which and why (for stderr).
-pub fn add_mtus(devices: &mut [engine::ports::DeviceState]) -> Vec<String> {
+pub fn add_mtus(devices: &mut [engine::fabric::ports::DeviceState]) -> Vec<String> {
     let mut problems = Vec::new();
     for dev in devices {
         let ctx = match verbs::Context::open(&dev.name) {

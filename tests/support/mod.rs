@@ -11,7 +11,7 @@ pub mod peers;
 
 use std::time::{Duration, Instant};
 
-use engine::gid::{self, GidCandidate};
+use engine::fabric::gid::{self, GidCandidate};
 use std::sync::Arc;
 
 use verbs::{

@@ -2,5 +2,5 @@
 //! `-A FETCH_AND_ADD` (the default) or `-A CMP_AND_SWAP`.
 
 fn main() -> std::process::ExitCode {
-    rdmaperf::runner::main(engine::spec::TestSpec::FETCH_ADD_BW)
+    rdmaperf::runner::main(engine::bench::spec::TestSpec::FETCH_ADD_BW)
 }

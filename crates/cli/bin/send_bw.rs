@@ -1,5 +1,5 @@
 //! `send_bw`: SEND bandwidth test (ib_send_bw equivalent).
 
 fn main() -> std::process::ExitCode {
-    rdmaperf::runner::main(engine::spec::TestSpec::SEND_BW)
+    rdmaperf::runner::main(engine::bench::spec::TestSpec::SEND_BW)
 }

@@ -1,5 +1,5 @@
 //! `send_lat`: SEND latency test (ib_send_lat equivalent).
 
 fn main() -> std::process::ExitCode {
-    rdmaperf::runner::main(engine::spec::TestSpec::SEND_LAT)
+    rdmaperf::runner::main(engine::bench::spec::TestSpec::SEND_LAT)
 }

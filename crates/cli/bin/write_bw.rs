@@ -1,5 +1,5 @@
 //! `write_bw`: RDMA WRITE bandwidth test (ib_write_bw equivalent).
 
 fn main() -> std::process::ExitCode {
-    rdmaperf::runner::main(engine::spec::TestSpec::WRITE_BW)
+    rdmaperf::runner::main(engine::bench::spec::TestSpec::WRITE_BW)
 }

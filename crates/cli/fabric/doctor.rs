@@ -61,7 +61,7 @@ fn read_capped(path: &Path, cap: u64) -> std::io::Result<(String, bool)> {
 
 /// This machine's network interfaces: `<sysfs>/class/net/<if>/operstate`,
 /// and, on the live system, their addresses.
-pub fn read_interfaces(sysfs: &super::SysfsArgs) -> Vec<nccl::NetInterface> {
+pub fn read_interfaces(sysfs: &super::SysfsArgs) -> Vec<nccl::env::NetInterface> {
     let mut addresses: BTreeMap<String, Vec<std::net::IpAddr>> = BTreeMap::new();
     if sysfs.is_live()
         && let Ok(addrs) = nix::ifaddrs::getifaddrs()
@@ -97,7 +97,7 @@ pub fn read_interfaces(sysfs: &super::SysfsArgs) -> Vec<nccl::NetInterface> {
             // IFF_UP (0x1): administratively up; "unknown" operstate is
             // what lo and many virtual devices report while working.
             let up = oper == "up" || (oper == "unknown" && flags.is_some_and(|f| f & 1 == 1));
-            nccl::NetInterface {
+            nccl::env::NetInterface {
                 addresses: addresses.remove(&name).unwrap_or_default(),
                 name,
                 up,
@@ -108,7 +108,7 @@ pub fn read_interfaces(sysfs: &super::SysfsArgs) -> Vec<nccl::NetInterface> {
 
 /// GPUs bound to the nvidia driver and a loaded peer-memory module, as
 /// sysfs shows them.
-pub fn read_gpus(sysfs: &super::SysfsArgs) -> nccl::GpuState {
+pub fn read_gpus(sysfs: &super::SysfsArgs) -> nccl::env::GpuState {
     let root = &sysfs.sysfs_root;
     let count = std::fs::read_dir(root.join("bus/pci/drivers/nvidia"))
         .map(|e| {
@@ -121,7 +121,7 @@ pub fn read_gpus(sysfs: &super::SysfsArgs) -> nccl::GpuState {
         .iter()
         .find(|m| root.join("module").join(m).exists())
         .map(|m| (*m).to_owned());
-    nccl::GpuState {
+    nccl::env::GpuState {
         gpus: count as u32,
         peer_memory_module: peer_mem,
     }
@@ -137,12 +137,12 @@ pub fn run(args: &NcclArgs) -> anyhow::Result<u8> {
     let (env, source) = match &args.env_file {
         Some(path) => {
             let text = read_flag_file("--env-file", path)?;
-            let env = nccl::EnvBlock::parse(&text)
+            let env = nccl::env::EnvBlock::parse(&text)
                 .map_err(|e| UsageError(format!("--env-file {}: {e}", path.display())))?;
             (env, format!("--env-file {}", path.display()))
         }
         None => (
-            nccl::EnvBlock::from_vars(std::env::vars()),
+            nccl::env::EnvBlock::from_vars(std::env::vars()),
             "the environment".to_owned(),
         ),
     };
@@ -157,13 +157,13 @@ pub fn run(args: &NcclArgs) -> anyhow::Result<u8> {
             Vec::new()
         }
     };
-    let machine = nccl::Machine {
+    let machine = nccl::env::Machine {
         devices,
         interfaces: read_interfaces(&args.sysfs),
         gpus: read_gpus(&args.sysfs),
     };
-    let mut findings = nccl::check(&env, &machine);
-    let log = log_text.as_deref().map(nccl::read_log);
+    let mut findings = nccl::env::check(&env, &machine);
+    let log = log_text.as_deref().map(nccl::log::read_log);
     if let Some(l) = &log {
         findings.extend(l.findings());
     }
@@ -189,7 +189,7 @@ pub fn run(args: &NcclArgs) -> anyhow::Result<u8> {
     }
     out.flush()?;
     Ok(if failed {
-        engine::report::EXIT_VERDICT_FAIL
+        engine::results::verdict::EXIT_VERDICT_FAIL
     } else {
         0
     })

@@ -28,8 +28,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use engine::ports::{DeviceState, PortsVerdict};
-use engine::spec::{IMPLEMENTED, TestSpec};
+use engine::bench::spec::{IMPLEMENTED, TestSpec};
+use engine::fabric::ports::{DeviceState, PortsVerdict};
 
 use super::http::{self, Request, RequestError};
 use crate::UsageError;
@@ -579,8 +579,8 @@ fn port_exposition_with_status(
     verdict: Option<&PortsVerdict>,
     error: Option<&str>,
 ) -> String {
-    use engine::prom::MetricType;
-    let mut x = engine::prom::port_metrics(devices);
+    use engine::fabric::prom::text::MetricType;
+    let mut x = engine::fabric::prom::ports::port_metrics(devices);
     x.sample(
         "rdmaperf_sysfs_read_success",
         "Whether the RDMA devices could be read from sysfs (1) or not (0).",
@@ -616,8 +616,8 @@ fn port_exposition_with_status(
 
 /// A probe's answer: its test's results and the probe's own gauges.
 fn probe_exposition(plan: &ProbePlan, outcome: &ProbeOutcome, took: Duration) -> String {
-    use engine::prom::MetricType;
-    let mut x = engine::prom::Exposition::new();
+    use engine::fabric::prom::text::MetricType;
+    let mut x = engine::fabric::prom::text::Exposition::new();
     let target = plan.target_label();
     let labels = [("target", target.as_str()), ("test", plan.test.as_str())];
     x.sample(

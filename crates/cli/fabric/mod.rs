@@ -3,8 +3,8 @@
 //! one table, with a PASS/FAIL check), `rdmaperf doctor nccl` (a job's
 //! NCCL variables checked against this machine, NCCL logs read) and
 //! `rdmaperf exporter` (Prometheus `/metrics` and `/probe`). Each
-//! subcommand is one module; the pure parts live in `engine::ports`,
-//! `engine::nccl` and `engine::prom`.
+//! subcommand is one module; the pure parts live in `engine::fabric::ports`,
+//! `engine::nccl` and `engine::fabric::prom`.
 
 pub mod doctor;
 pub mod exporter;

@@ -7,8 +7,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use engine::link::ExpectRate;
-use engine::ports::{
+use engine::fabric::link::ExpectRate;
+use engine::fabric::ports::{
     CounterDeltas, DeviceState, PortExpectation, PortsVerdict, check_ports, error_rises,
 };
 use serde::Serialize;
@@ -136,7 +136,7 @@ pub fn run(args: &PortsArgs) -> anyhow::Result<u8> {
     let mut out = std::io::BufWriter::new(crate::output::Stdout);
     if args.json {
         let doc = PortsDocument {
-            schema_version: engine::report::SCHEMA_VERSION,
+            schema_version: engine::results::record::SCHEMA_VERSION,
             kind: "ports",
             devices: &devices,
             counter_deltas: deltas.as_ref(),
@@ -145,7 +145,7 @@ pub fn run(args: &PortsArgs) -> anyhow::Result<u8> {
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
-        engine::ports::write_text(
+        engine::fabric::ports::write_text(
             &devices,
             args.counters || args.watch.is_some(),
             deltas.as_ref(),
@@ -171,7 +171,7 @@ pub fn run(args: &PortsArgs) -> anyhow::Result<u8> {
         crate::write_atomically("--prom", path, &text)?;
     }
     Ok(match verdict {
-        Some(v) if !v.pass => engine::report::EXIT_VERDICT_FAIL,
+        Some(v) if !v.pass => engine::results::verdict::EXIT_VERDICT_FAIL,
         _ => 0,
     })
 }

@@ -5,7 +5,7 @@
 //! turn); on a side that receives (the target of SENDs and writes with
 //! immediate) the same loop checks, counts and re-posts the receives
 //! ([`Plan`]). What it may post and when it is done is
-//! [`engine::sched::BwScheduler`]'s decision, so the
+//! [`engine::bench::sched::BwScheduler`]'s decision, so the
 //! loop itself only builds work requests, posts, polls and reads the
 //! clock: when completions arrive and once every
 //! [`POLLS_PER_CLOCK_CHECK`] empty polls. Nothing in it allocates, locks
@@ -16,19 +16,22 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use engine::bw::Measurement;
-use engine::config::{BwConfig, ring_offset, ring_slots};
-use engine::sched::{
-    BwScheduler, DurationWindow, Timeline, Window, is_recv, recv_slot, wr_id, wr_id_qp,
+use engine::bench::config::{BwConfig, ring_offset, ring_slots};
+use engine::bench::sched::{
+    BwScheduler, DurationWindow, Window, is_recv, recv_slot, wr_id, wr_id_qp,
 };
-use engine::wire::QpInfo;
+use engine::proto::wire::QpInfo;
+use engine::results::bw::{Measurement, Timeline};
 use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendBatch, SendWr, WorkCompletion};
 
-use engine::bw::{BwResult, RESULT_LINE, Table, TableStyle, Unit};
-use engine::link::{self, CounterSnapshot, ExpectRate, LinkRate, VerdictInput};
-use engine::perftest_json::OutputFigure;
-use engine::report::{DataCheck, Figures, LimitVerdict, Report, RunContext, VerdictRecord};
-use engine::spec::{TestSpec, Verb};
+use engine::bench::spec::{TestSpec, Verb};
+use engine::fabric::link::{self, CounterSnapshot, ExpectRate, LinkRate, VerdictInput};
+use engine::format::perftest_json::OutputFigure;
+use engine::format::report::Report;
+use engine::format::table::{RESULT_LINE, Table, TableStyle, Unit};
+use engine::results::bw::BwResult;
+use engine::results::record::{DataCheck, Figures, RunContext};
+use engine::results::verdict::{LimitVerdict, VerdictRecord};
 
 use super::{Measure, Role, Shown, SizeCtx, receive_failed, wrong_size};
 use crate::UsageError;
@@ -37,7 +40,7 @@ use crate::options::RunOptions;
 use crate::output::{FigureLines, Stdout};
 use crate::setup::Port;
 use crate::side::{Layout, Side};
-use engine::banner::BannerInfo;
+use engine::format::banner::BannerInfo;
 
 /// Empty polls between two clock reads.
 pub const POLLS_PER_CLOCK_CHECK: u32 = 4096;
@@ -331,7 +334,7 @@ pub fn measure<O: BwOp>(
 /// has passed and when the window closes. `None` when the workers end
 /// first (a failure) or a signal stops the run.
 fn sample_system_cpu<T>(
-    d: engine::config::DurationMode,
+    d: engine::bench::config::DurationMode,
     workers: &[std::thread::ScopedJoinHandle<'_, T>],
 ) -> Option<f64> {
     let (total, margin) = d.spans();
@@ -353,7 +356,7 @@ fn sample_system_cpu<T>(
     if !wait_until(t0 + total.saturating_sub(margin)) {
         return None;
     }
-    Some(engine::bw::system_cpu_util(
+    Some(engine::results::bw::system_cpu_util(
         before,
         super::read_proc_stat()?,
     ))
@@ -429,7 +432,7 @@ fn completion_failed(name: &str, qpn: u32, wc: &WorkCompletion) -> anyhow::Error
     anyhow::anyhow!(
         "{name} on QPN {qpn:#x} completed with {} (message {}): the peer may be gone or refusing access",
         wc.status(),
-        wc.wr_id() & engine::sched::COUNT_MASK
+        wc.wr_id() & engine::bench::sched::COUNT_MASK
     )
 }
 
@@ -635,7 +638,7 @@ impl<O: BwOp> Worker<'_, O> {
                     Some(0)
                 },
                 tx_depth: cfg.tx_depth,
-                cq_mod: engine::config::signal_interval(cfg.cq_mod, cfg.post_list, size),
+                cq_mod: engine::bench::config::signal_interval(cfg.cq_mod, cfg.post_list, size),
                 post_list: cfg.post_list,
             },
             n,
@@ -1142,7 +1145,7 @@ impl Measure for BwMeasure {
             // Messages that came after the last size stopped counting.
             side.drain_receives()?;
             if r.sends {
-                side.zero_exposed(u64::from(r.recv_len).max(engine::config::RING_BYTES))?;
+                side.zero_exposed(u64::from(r.recv_len).max(engine::bench::config::RING_BYTES))?;
             }
         }
         if self.spec.verb == Verb::Send && side.layout().initiates {
@@ -1150,7 +1153,7 @@ impl Measure for BwMeasure {
         }
         if self.spec.is_atomic() && self.role == Role::Server {
             // The target's words count the operations of this size.
-            side.zero_exposed(engine::config::RING_BYTES)?;
+            side.zero_exposed(engine::bench::config::RING_BYTES)?;
         }
         Ok(())
     }

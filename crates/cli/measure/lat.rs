@@ -30,17 +30,21 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
-use engine::clock::{ClockSource, TickRate};
-use engine::lat::LatRecorder;
-use engine::wire::QpInfo;
+use engine::bench::clock::{ClockSource, TickRate};
+use engine::proto::wire::QpInfo;
+use engine::results::lat::LatRecorder;
 use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendWr, WorkCompletion};
 
 use std::io;
 
-use engine::bw::TableStyle;
-use engine::lat::{LatConfig, LatTable, dump_samples, dump_unsorted, lat_verdict};
-use engine::report::{DataCheck, Figures, Report, RunContext, VerdictRecord};
-use engine::spec::{TestSpec, Verb};
+use engine::bench::config::LatConfig;
+use engine::bench::spec::{TestSpec, Verb};
+use engine::format::lat_table::{LatTable, dump_samples, dump_unsorted};
+use engine::format::report::Report;
+use engine::format::table::TableStyle;
+use engine::results::lat::lat_verdict;
+use engine::results::record::{DataCheck, Figures, RunContext};
+use engine::results::verdict::VerdictRecord;
 use serde::{Deserialize, Serialize};
 
 use super::{Measure, Role, Shown, SizeCtx};
@@ -51,7 +55,7 @@ use crate::output::{FigureLines, Output, Stdout};
 use crate::setup::Port;
 use crate::side::{Layout, Side};
 use crate::stop;
-use engine::banner::BannerInfo;
+use engine::format::banner::BannerInfo;
 
 /// Spins between two clock (and, for the server in duration mode,
 /// channel) checks. Large on purpose: the bound is seconds, and a clock
@@ -468,7 +472,7 @@ impl<T: Ticks> Loop<'_, T> {
         loop {
             if self.cq.poll(&mut self.wc)? == 1 {
                 self.completed(0)?;
-                if engine::sched::is_recv(self.wc[0].wr_id()) {
+                if engine::bench::sched::is_recv(self.wc[0].wr_id()) {
                     got = true;
                 }
                 if got && self.sends_out == 0 {
@@ -493,7 +497,7 @@ impl<T: Ticks> Loop<'_, T> {
         let wc = &self.wc[i];
         let qpn = self.qp.qp().qpn();
         if !wc.is_success() {
-            if engine::sched::is_recv(wc.wr_id()) {
+            if engine::bench::sched::is_recv(wc.wr_id()) {
                 return Err(super::receive_failed(qpn, wc));
             }
             bail!(
@@ -502,7 +506,7 @@ impl<T: Ticks> Loop<'_, T> {
                 wc.status()
             );
         }
-        if !engine::sched::is_recv(wc.wr_id()) {
+        if !engine::bench::sched::is_recv(wc.wr_id()) {
             self.sends_out = self.sends_out.saturating_sub(1);
             return Ok(());
         }
@@ -512,7 +516,7 @@ impl<T: Ticks> Loop<'_, T> {
         if u64::from(wc.byte_len()) != r.size {
             return Err(super::wrong_size(qpn, r.size, wc.byte_len()));
         }
-        let slot = engine::sched::recv_slot(wc.wr_id());
+        let slot = engine::bench::sched::recv_slot(wc.wr_id());
         crate::side::post_receive(self.qp, 0, r.base, r.recv_len, r.lkey, slot)?;
         r.last_slot = slot;
         r.received += 1;
@@ -627,10 +631,10 @@ pub struct LatMeasure {
     cpu_util: bool,
     /// That figure for the last size.
     system_cpu: Option<f64>,
-    output: Option<engine::perftest_json::OutputFigure>,
+    output: Option<engine::format::perftest_json::OutputFigure>,
     json_histogram: bool,
     max_latency: Option<f64>,
-    percentile: engine::lat::Percentile,
+    percentile: engine::results::lat::Percentile,
     dumps: Vec<(u64, Vec<u64>)>,
     verdicts: Vec<VerdictRecord>,
     rate: TickRate,
@@ -667,14 +671,14 @@ impl LatMeasure {
 impl LatMeasure {
     /// The size's figures: perftest's computation with
     /// `--perftest-stats` (when every sample was kept), else every sample.
-    fn stats(&self, size: u64) -> engine::lat::LatStats {
+    fn stats(&self, size: u64) -> engine::results::lat::LatStats {
         let f = self.spec.rtt_factor();
         let s = self
             .perftest_stats
             .then(|| self.rec.perftest_stats(size, f))
             .flatten()
             .unwrap_or_else(|| self.rec.stats_per(size, f));
-        engine::lat::LatStats {
+        engine::results::lat::LatStats {
             system_cpu_util_pct: self.system_cpu,
             ..s
         }
@@ -740,7 +744,7 @@ impl Measure for LatMeasure {
             inline_size: self.cfg.inline_size,
             // A SEND ping-pong's receives cycle over a page-sized ring.
             area: if self.op() == LatOp::SendPingPong {
-                self.cfg.buffer().max(engine::config::RING_BYTES)
+                self.cfg.buffer().max(engine::bench::config::RING_BYTES)
             } else {
                 self.cfg.buffer()
             },
@@ -832,7 +836,7 @@ impl Measure for LatMeasure {
             LatOp::WritePingPong => side.zero(0, size),
             LatOp::SendPingPong => {
                 side.drain_receives()?;
-                side.zero_exposed(engine::config::RING_BYTES.max(size))?;
+                side.zero_exposed(engine::bench::config::RING_BYTES.max(size))?;
                 side.fill_send_pattern(size)
             }
             LatOp::Read if side.layout().initiates => side.zero_working(),
@@ -901,7 +905,7 @@ impl Measure for LatMeasure {
         self.rate = rate;
         self.system_cpu = cpu_before
             .zip(super::read_proc_stat())
-            .map(|(b, a)| engine::bw::system_cpu_util(b, a));
+            .map(|(b, a)| engine::results::bw::system_cpu_util(b, a));
         if op == LatOp::Read {
             let bytes_checked = side.check_pattern(0, std::iter::once(0..size))?;
             self.check = Some(DataCheck { bytes_checked });

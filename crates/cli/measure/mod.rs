@@ -9,13 +9,16 @@
 use std::io;
 use std::time::Duration;
 
-use engine::banner::BannerInfo;
-use engine::bw::{BwResult, TableStyle};
-use engine::clock::ClockRecord;
-use engine::config::TestConfig;
-use engine::report::{DataCheck, Figures, Report, RunContext, VerdictRecord};
-use engine::spec::TestSpec;
-use engine::wire::QpInfo;
+use engine::bench::clock::ClockRecord;
+use engine::bench::config::TestConfig;
+use engine::bench::spec::TestSpec;
+use engine::format::banner::BannerInfo;
+use engine::format::report::Report;
+use engine::format::table::TableStyle;
+use engine::proto::wire::QpInfo;
+use engine::results::bw::BwResult;
+use engine::results::record::{DataCheck, Figures, RunContext};
+use engine::results::verdict::VerdictRecord;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -50,7 +53,7 @@ fn wrong_size(qpn: u32, size: u64, got: u32) -> anyhow::Error {
 fn read_proc_stat() -> Option<(u64, u64)> {
     std::fs::read_to_string("/proc/stat")
         .ok()
-        .and_then(|t| engine::bw::parse_proc_stat(&t))
+        .and_then(|t| engine::results::bw::parse_proc_stat(&t))
 }
 
 /// Which side of the test this process is.

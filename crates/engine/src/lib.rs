@@ -1,32 +1,35 @@
-//! The pure core of rdmaperf: everything that needs no device and no FFI.
+//! The pure core of rdmaperf: everything that needs no device and no FFI,
+//! so all of it is unit-tested without RDMA hardware. Grouped by domain;
+//! the layers only point one way: [`bench`](mod@bench) ← [`results`] ← [`format`](mod@format),
+//! with [`proto`], [`fabric`] and [`nccl`] on top.
 //!
-//! - [`gid`]: GID classification and perftest-compatible automatic GID
-//!   index selection.
-//! - [`listing`]: the device/port/GID inventory shown by `--list-devices`,
-//!   and its writers (human text, JSON lines) behind one small trait.
-//!
-//! Later parts (configuration, the out-of-band handshake codec,
-//! statistics, result reports) live here too, for the same reason: they
-//! can be unit-tested without RDMA hardware.
+//! - [`bench`](mod@bench): what a test is and how it runs: [`bench::spec`] (verb,
+//!   metric, defaults), [`bench::config`] (the configurations and their
+//!   limits), [`bench::sched`] (the bandwidth loop's posting policy),
+//!   [`bench::clock`] (the sample clock).
+//! - [`results`]: what a run measured: [`results::bw`] (bandwidth
+//!   figures, the completion timeline), [`results::lat`] (latency
+//!   statistics), [`results::record`] (run context and size records),
+//!   [`results::verdict`] (link, latency and limit verdicts).
+//! - [`format`](mod@format): how results are shown: the [`format::report::Report`]
+//!   trait, perftest's tables ([`format::table`], [`format::lat_table`]),
+//!   [`format::json_lines`], [`format::perftest_json`], the
+//!   [`format::banner`], and [`format::printf`] (C's printf, for tests).
+//! - [`proto`]: the control protocol: [`proto::wire`] (the framed
+//!   message codec) and [`proto::session`] (the session's two state
+//!   machines).
+//! - [`fabric`]: port health: [`fabric::ports`], [`fabric::link`],
+//!   [`fabric::gid`], [`fabric::listing`] and the Prometheus
+//!   [`fabric::prom`] metrics.
+//! - [`nccl`]: `doctor nccl`: [`nccl::env`] (NCCL_* checks) and
+//!   [`nccl::log`] (NCCL log reader).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod banner;
-pub mod bw;
-pub mod clock;
-pub mod config;
-pub mod gid;
-pub mod lat;
-pub mod link;
-pub mod listing;
+pub mod bench;
+pub mod fabric;
+pub mod format;
 pub mod nccl;
-pub mod perftest_json;
-pub mod ports;
-pub mod printf;
-pub mod prom;
-pub mod report;
-pub mod sched;
-pub mod session;
-pub mod spec;
-pub mod wire;
+pub mod proto;
+pub mod results;

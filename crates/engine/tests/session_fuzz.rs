@@ -37,14 +37,14 @@ use support::header;
 use std::io::{self, Cursor, Read};
 use std::time::Duration;
 
-use engine::config::{
+use engine::bench::config::LatConfig;
+use engine::bench::config::{
     self, BwConfig, CQ_ENTRY_BYTES, DurationMode, MAX_CQ_MOD, MAX_DURATION_S, MAX_ITERS, MAX_OUTS,
     MAX_QPS, MAX_SEND_QUEUE_ENTRIES, MAX_SIZE, MAX_SIZES, MAX_THREADS, MAX_TX_DEPTH, MIN_ITERS,
     RING_BYTES, SQ_ENTRY_BYTES, TestConfig,
 };
-use engine::lat::LatConfig;
-use engine::session::ServerSession;
-use engine::wire::{
+use engine::proto::session::ServerSession;
+use engine::proto::wire::{
     self, HEADER_LEN, MAGIC, MAX_PAYLOAD, Message, PROTOCOL_VERSION, QpInfo, SideInfo, WireError,
     encode, read_message,
 };

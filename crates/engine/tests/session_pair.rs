@@ -8,12 +8,12 @@
 
 use std::time::{Duration, Instant};
 
-use engine::config::{BwConfig, DurationMode, SETUP_PER_QP};
-use engine::lat::LatConfig;
-use engine::session::{
+use engine::bench::config::LatConfig;
+use engine::bench::config::{BwConfig, DurationMode, SETUP_PER_QP};
+use engine::proto::session::{
     Accepted, Bound, ClientSession, Estimate, Next, NextPhase, ServerSession, SessionError, Walk,
 };
-use engine::wire::{Message, QpInfo, SideInfo, decode, encode};
+use engine::proto::wire::{Message, QpInfo, SideInfo, decode, encode};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 

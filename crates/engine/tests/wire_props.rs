@@ -9,7 +9,7 @@ use support::header;
 
 use std::io::{self, Cursor, Read};
 
-use engine::wire::{
+use engine::proto::wire::{
     HEADER_LEN, MAGIC, MAX_PAYLOAD, Message, PROTOCOL_VERSION, QpInfo, SideInfo, WireError, decode,
     encode, read_message,
 };

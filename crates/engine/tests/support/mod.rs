@@ -1,6 +1,6 @@
 //! What the codec's property tests share.
 
-use engine::wire::MAGIC;
+use engine::proto::wire::MAGIC;
 
 /// A frame header with the given fields (for frames the encoder would
 /// never write).

@@ -83,13 +83,6 @@ pub fn to_ipv6_string(bytes: &[u8; 16]) -> String {
     Ipv6Addr::from(*bytes).to_string()
 }
 
-/// The GID as perftest prints it: every byte in decimal, two digits at
-/// least, colon-separated (e.g. `254:128:00:…`).
-pub fn to_perftest_string(bytes: &[u8; 16]) -> String {
-    let parts: Vec<String> = bytes.iter().map(|b| format!("{b:02}")).collect();
-    parts.join(":")
-}
-
 /// perftest's score for one GID (higher is better).
 pub fn score(candidate: &GidCandidate, family: Family) -> u32 {
     let mut score = 0;
@@ -189,10 +182,6 @@ mod tests {
         assert_eq!(
             to_ipv6_string(&v4([192, 168, 119, 1])),
             "::ffff:192.168.119.1"
-        );
-        assert_eq!(
-            to_perftest_string(&v4([192, 168, 119, 1])),
-            "00:00:00:00:00:00:00:00:00:00:255:255:192:168:119:01"
         );
         assert!(is_link_local(&link_local()));
         assert!(!is_link_local(&global_v6()));

@@ -1,6 +1,7 @@
-//! Latency figures and their reports: what `write_lat` (the `ib_write_lat`
-//! equivalent) records per round trip, the statistics it derives, the
-//! threshold verdict, and how it prints them.
+//! Latency figures: what a latency test (`write_lat`, the `ib_write_lat`
+//! equivalent, and the others) records per round trip, the statistics it
+//! derives and the threshold verdict. perftest's table of them and the
+//! sample lists are [`crate::format::lat_table`].
 //!
 //! Definitions:
 //! - every sample is one round trip (ping-pong) in nanoseconds; every
@@ -20,132 +21,12 @@
 //!   largest round trips before its statistics, we keep them all.
 
 use std::fmt;
-use std::fmt::Write as _;
-use std::io::{self, Write};
 use std::str::FromStr;
 
 use base64::Engine as _;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
 use serde::{Deserialize, Serialize};
-
-use crate::bw::RESULT_LINE;
-use crate::config::{CACHE_LINE, ConfigError, DurationMode, validate_run};
-use crate::report::{Figures, Report, SizeRecord, VerdictRecord};
-
-/// Configuration of an RDMA WRITE latency test, sent by the client.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LatConfig {
-    /// Message sizes to run, in order (one, or the `-a` sweep).
-    pub sizes: Vec<u64>,
-    /// Round trips per size (iteration mode).
-    pub iters: u64,
-    /// Duration mode instead of a fixed count.
-    pub duration: Option<DurationMode>,
-    /// Send messages up to this size inline.
-    pub inline_size: u32,
-    /// Requested path MTU in bytes (`None`: the ports' active MTU).
-    pub mtu: Option<u32>,
-    /// Outstanding reads or atomics (`-o/--outs`; 0 for write latency).
-    #[serde(default)]
-    pub outs: u32,
-    /// Path options of the QP (`-S`, `--tclass`, `--flow_label`).
-    #[serde(default)]
-    pub path: crate::config::PathConfig,
-    /// Receives kept posted by each side of a SEND ping-pong (`-r`).
-    #[serde(default = "default_rx_depth")]
-    pub rx_depth: u32,
-}
-
-fn default_rx_depth() -> u32 {
-    crate::config::DEFAULT_RX_DEPTH
-}
-
-impl Default for LatConfig {
-    /// perftest's `ib_write_lat` defaults.
-    fn default() -> Self {
-        Self {
-            sizes: vec![2],
-            iters: 1000,
-            duration: None,
-            inline_size: 0,
-            mtu: None,
-            outs: 0,
-            path: crate::config::PathConfig::default(),
-            rx_depth: crate::config::DEFAULT_RX_DEPTH,
-        }
-    }
-}
-
-impl LatConfig {
-    /// Checks every limit that does not depend on the device, with the
-    /// same rules and flag names as [`crate::config::BwConfig::validate`].
-    ///
-    /// # Errors
-    /// The first violated limit, naming its flag.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        validate_run(&self.sizes, self.iters, self.duration, self.mtu)?;
-        crate::config::validate_outs(self.outs)?;
-        if self.rx_depth == 0 || self.rx_depth > crate::config::MAX_RX_DEPTH {
-            return Err(ConfigError {
-                flag: "-r/--rx-depth",
-                message: format!(
-                    "rx depth {} is outside 1..={}",
-                    self.rx_depth,
-                    crate::config::MAX_RX_DEPTH
-                ),
-            });
-        }
-        self.path.validate()
-    }
-
-    /// Largest message size of the run.
-    pub fn max_size(&self) -> u64 {
-        self.sizes.iter().copied().max().unwrap_or(0)
-    }
-
-    /// Bytes of buffer each side registers: the largest message rounded up
-    /// to a whole cache line (64 B), and at least one cache line.
-    pub fn buffer(&self) -> u64 {
-        (self.max_size().div_ceil(CACHE_LINE) * CACHE_LINE).max(CACHE_LINE)
-    }
-}
-
-impl crate::config::TestConfig for LatConfig {
-    fn validate(&self) -> Result<(), ConfigError> {
-        LatConfig::validate(self)
-    }
-    fn sizes(&self) -> &[u64] {
-        &self.sizes
-    }
-    fn mtu(&self) -> Option<u32> {
-        self.mtu
-    }
-    fn path(&self) -> &crate::config::PathConfig {
-        &self.path
-    }
-    fn outs(&self) -> u32 {
-        self.outs
-    }
-    fn set_outs(&mut self, outs: u32) {
-        self.outs = outs;
-    }
-    fn record(&self) -> crate::report::ConfigRecord {
-        crate::report::ConfigRecord::Lat(self.clone())
-    }
-    fn check_offer(&self, qps: usize) -> Result<(), String> {
-        if qps != 1 {
-            return Err(format!(
-                "a latency test uses one QP, the client offers {qps}"
-            ));
-        }
-        Ok(())
-    }
-    fn phase_budget(&self, size: u64) -> std::time::Duration {
-        // A round trip is two messages (a read's request and response).
-        crate::config::phase_budget(self.iters, self.duration, 2, size)
-    }
-}
 
 /// Lowest value the histogram tells apart, nanoseconds.
 const HIST_LOW_NS: u64 = 1;
@@ -192,7 +73,7 @@ impl fmt::Debug for LatRecorder {
 /// Half a round trip in microseconds from a round trip in nanoseconds.
 #[inline]
 /// A sample in microseconds divided by perftest's `rtt_factor`.
-fn per_trip_us(ns: u64, rtt_factor: u32) -> f64 {
+pub(crate) fn per_trip_us(ns: u64, rtt_factor: u32) -> f64 {
     ns as f64 / 1000.0 / f64::from(rtt_factor.max(1))
 }
 
@@ -661,184 +542,9 @@ pub fn tps(s: &LatStats, rtt_factor: u32) -> f64 {
     }
 }
 
-/// perftest's latency table: `RESULT_FMT_LAT` rows, or in duration mode
-/// (`-D`) `RESULT_FMT_LAT_DUR` (`#iterations`, `t_avg`, `tps average`).
-#[derive(Debug)]
-pub struct LatTable<W> {
-    out: W,
-    duration: bool,
-    rtt_factor: u32,
-    cpu_column: bool,
-}
-
-impl<W: Write> LatTable<W> {
-    /// A table written to `out`; `duration`: the duration-mode layout;
-    /// `rtt_factor`: 2 when the figures are half round trips.
-    pub fn new(out: W, duration: bool, rtt_factor: u32) -> Self {
-        Self {
-            out,
-            duration,
-            rtt_factor,
-            cpu_column: false,
-        }
-    }
-
-    /// With perftest's `CPU_Util[%]` column (`--cpu_util` in duration mode).
-    pub fn with_cpu_column(self, cpu_column: bool) -> Self {
-        Self { cpu_column, ..self }
-    }
-
-    /// The header line exactly as perftest prints it (`RESULT_FMT_LAT`,
-    /// trailing space included, or `RESULT_FMT_LAT_DUR`).
-    pub fn header(duration: bool) -> String {
-        if duration {
-            return " #bytes        #iterations       t_avg[usec]    tps average".to_owned();
-        }
-        " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    \
-         t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
-            .to_string()
-    }
-
-    /// One row in perftest's layout, `REPORT_FMT_LAT`
-    /// (`" %-7lu %lu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f"`):
-    /// bytes, iterations, min, max, typical, avg, stdev, p99, p99.9.
-    pub fn row(s: &LatStats) -> String {
-        format!(
-            " {:<7} {}          {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}",
-            s.bytes,
-            s.iterations,
-            s.t_min_us,
-            s.t_max_us,
-            s.t_typical_us,
-            s.t_avg_us,
-            s.t_stdev_us,
-            s.p99_us,
-            s.p99_9_us
-        )
-    }
-
-    /// A duration-mode row, `REPORT_FMT_LAT_DUR`
-    /// (`" %-7lu       %lu            %-7.2f        %-7.2f"`): bytes, round
-    /// trips counted, t_avg, tps.
-    pub fn duration_row(s: &LatStats, rtt_factor: u32) -> String {
-        format!(
-            " {:<7}       {}            {:<7.2}        {:<7.2}",
-            s.bytes,
-            s.iterations,
-            s.t_avg_us,
-            tps(s, rtt_factor)
-        )
-    }
-}
-
-impl<W: Write> Report for LatTable<W> {
-    fn begin(&mut self) -> io::Result<()> {
-        writeln!(self.out, "{RESULT_LINE}")?;
-        let cpu = if self.cpu_column {
-            "    CPU_Util[%]"
-        } else {
-            ""
-        };
-        writeln!(self.out, "{}{cpu}", Self::header(self.duration))?;
-        self.out.flush()
-    }
-
-    fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
-        if let Figures::Lat(stats) = &record.figures {
-            let mut row = if self.duration {
-                Self::duration_row(stats, self.rtt_factor)
-            } else {
-                Self::row(stats)
-            };
-            if self.cpu_column {
-                // perftest's REPORT_EXT_CPU_UTIL.
-                let _ = write!(
-                    row,
-                    "\t    {:<3.2}",
-                    stats.system_cpu_util_pct.unwrap_or(0.0)
-                );
-            }
-            writeln!(self.out, "{row}")?;
-        }
-        self.out.flush()
-    }
-
-    fn verdict(&mut self, verdict: &VerdictRecord) -> io::Result<()> {
-        writeln!(self.out, "{}", verdict.line())?;
-        self.out.flush()
-    }
-
-    fn end(&mut self) -> io::Result<()> {
-        writeln!(self.out, "{RESULT_LINE}")?;
-        self.out.flush()
-    }
-}
-
-/// The `-H` dump: a header line `#bytes #sample  rtt/2[usec]` (`rtt[usec]`
-/// when `rtt_factor` is 1: reads and atomics), then one
-/// line `BYTES INDEX LATENCY` per sample in recorded order (1-based index,
-/// half round trip in microseconds with 4 decimals, which is exact for
-/// nanosecond round trips).
-///
-/// # Errors
-/// I/O errors of the destination.
-pub fn dump_samples(
-    out: &mut dyn Write,
-    bytes: u64,
-    samples_ns: &[u64],
-    rtt_factor: u32,
-) -> io::Result<()> {
-    let unit = if rtt_factor == 1 { "rtt" } else { "rtt/2" };
-    writeln!(out, "#bytes #sample  {unit}[usec]")?;
-    for (i, &ns) in samples_ns.iter().enumerate() {
-        writeln!(out, "{bytes} {} {:.4}", i + 1, per_trip_us(ns, rtt_factor))?;
-    }
-    out.flush()
-}
-
-/// C's `%g` (six significant digits, trailing zeros dropped, exponent
-/// form below 1e-4 or from 1e6), for perftest's sample lists.
-pub fn c_g(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return if v == 0.0 { "0".into() } else { v.to_string() };
-    }
-    let exp = v.abs().log10().floor() as i32;
-    let strip = |t: String| {
-        if t.contains('.') {
-            t.trim_end_matches('0').trim_end_matches('.').to_owned()
-        } else {
-            t
-        }
-    };
-    if !(-4..6).contains(&exp) {
-        let t = format!("{v:.5e}");
-        let (m, e) = t.split_once('e').unwrap_or((&t, "0"));
-        let e: i32 = e.parse().unwrap_or(0);
-        let sign = if e < 0 { '-' } else { '+' };
-        return format!("{}e{sign}{:02}", strip(m.to_owned()), e.abs());
-    }
-    let decimals = usize::try_from(5 - exp).unwrap_or(0);
-    strip(format!("{v:.decimals$}"))
-}
-
-/// perftest's `-U/--report-unsorted` list: `#, usec`, then one
-/// `%d, %g` line per sample in the order measured (1-based index; half
-/// round trips when `rtt_factor` is 2).
-///
-/// # Errors
-/// I/O errors of the destination.
-pub fn dump_unsorted(out: &mut dyn Write, samples_ns: &[u64], rtt_factor: u32) -> io::Result<()> {
-    writeln!(out, "#, usec")?;
-    for (i, &ns) in samples_ns.iter().enumerate() {
-        writeln!(out, "{}, {}", i + 1, c_g(per_trip_us(ns, rtt_factor)))?;
-    }
-    out.flush()
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::config::{MAX_SIZE, MIN_ITERS};
 
     pub(crate) fn stats() -> LatStats {
         sample_stats()
@@ -864,26 +570,7 @@ pub(crate) mod tests {
         assert!(recorder(&[1, 2], 2).perftest_stats(2, 2).is_none());
     }
 
-    #[test]
-    fn percent_g_is_cs() {
-        // printf("%g") of each, as glibc prints it.
-        for (v, c) in [
-            (1.234567, "1.23457"),
-            (12.5, "12.5"),
-            (100.0, "100"),
-            (0.00012, "0.00012"),
-            (1234567.0, "1.23457e+06"),
-            (0.0000123, "1.23e-05"),
-            (0.0, "0"),
-        ] {
-            assert_eq!(c_g(v), c, "{v}");
-        }
-        let mut out = Vec::new();
-        dump_unsorted(&mut out, &[3000, 1000], 2).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "#, usec\n1, 1.5\n2, 0.5\n");
-    }
-
-    fn recorder(rtts: &[u64], keep: usize) -> LatRecorder {
+    pub(crate) fn recorder(rtts: &[u64], keep: usize) -> LatRecorder {
         let mut r = LatRecorder::new(keep);
         for &v in rtts {
             r.record(v);
@@ -921,86 +608,6 @@ pub(crate) mod tests {
                 v
             })
             .collect()
-    }
-
-    #[test]
-    fn config_defaults_and_flags() {
-        let d = LatConfig::default();
-        d.validate().unwrap();
-        assert_eq!(d.sizes, vec![2]);
-        assert_eq!(d.iters, 1000);
-        assert_eq!(d.buffer(), 64);
-        let flag = |c: LatConfig| c.validate().unwrap_err().flag;
-        assert_eq!(
-            flag(LatConfig {
-                sizes: vec![],
-                ..d.clone()
-            }),
-            "-s/--size"
-        );
-        assert_eq!(
-            flag(LatConfig {
-                sizes: vec![MAX_SIZE + 1],
-                ..d.clone()
-            }),
-            "-s/--size"
-        );
-        assert_eq!(
-            flag(LatConfig {
-                iters: MIN_ITERS - 1,
-                ..d.clone()
-            }),
-            "-n/--iters"
-        );
-        assert_eq!(
-            flag(LatConfig {
-                mtu: Some(1500),
-                ..d.clone()
-            }),
-            "-m/--mtu"
-        );
-        let dur = |seconds, margin| Some(DurationMode { seconds, margin });
-        assert_eq!(
-            flag(LatConfig {
-                duration: dur(4.0, 2.0),
-                ..d.clone()
-            }),
-            "-D/--duration"
-        );
-        assert_eq!(
-            flag(LatConfig {
-                duration: dur(4.0, -1.0),
-                ..d.clone()
-            }),
-            "-f/--margin"
-        );
-        assert_eq!(
-            flag(LatConfig {
-                duration: dur(5.0, 2.0),
-                sizes: crate::config::sweep_sizes(),
-                ..d.clone()
-            }),
-            "-D/--duration"
-        );
-        // Duration mode ignores the iteration count.
-        LatConfig {
-            duration: dur(5.0, 2.0),
-            iters: 0,
-            ..d.clone()
-        }
-        .validate()
-        .unwrap();
-        let big = LatConfig {
-            sizes: vec![2, 100, 8 << 20],
-            ..d
-        };
-        assert_eq!(big.max_size(), 8 << 20);
-        assert_eq!(big.buffer(), 8 << 20);
-        let odd = LatConfig {
-            sizes: vec![100],
-            ..LatConfig::default()
-        };
-        assert_eq!(odd.buffer(), 128);
     }
 
     #[test]
@@ -1157,7 +764,6 @@ pub(crate) mod tests {
         let s = LatRecorder::new(0).stats(2);
         assert_eq!(s.iterations, 0);
         assert_eq!(s.t_max_us, 0.0);
-        assert_eq!(LatTable::<Vec<u8>>::row(&s).split_whitespace().count(), 9);
     }
 
     #[test]
@@ -1267,137 +873,5 @@ pub(crate) mod tests {
         assert_eq!(j["percentile"], "p99.9");
         assert_eq!(j["pass"], true);
         assert_eq!(j["bytes"], 2);
-    }
-
-    // perftest_parameters.h, verbatim (tabs as \t).
-    const RESULT_FMT_LAT: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
-    const RESULT_FMT_LAT_DUR: &str = " #bytes        #iterations       t_avg[usec]    tps average";
-    const REPORT_FMT_LAT: &str = " %-7lu %lu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f";
-    const REPORT_FMT_LAT_DUR: &str = " %-7lu       %lu            %-7.2f        %-7.2f";
-
-    #[test]
-    fn table_is_perftests_format_strings() {
-        use crate::printf::{CArg::*, sprintf};
-        assert_eq!(LatTable::<Vec<u8>>::header(false), RESULT_FMT_LAT);
-        assert_eq!(LatTable::<Vec<u8>>::header(true), RESULT_FMT_LAT_DUR);
-        let s = sample_stats();
-        assert_eq!(
-            LatTable::<Vec<u8>>::row(&s),
-            sprintf(
-                REPORT_FMT_LAT,
-                &[
-                    U(2),
-                    U(1000),
-                    F(1.03),
-                    F(3.52),
-                    F(1.06),
-                    F(1.07),
-                    F(0.04),
-                    F(1.18),
-                    F(3.52)
-                ]
-            )
-        );
-        // tps: 10^6 / (1.07 us × 2).
-        assert_eq!(
-            LatTable::<Vec<u8>>::duration_row(&s, 2),
-            sprintf(REPORT_FMT_LAT_DUR, &[U(2), U(1000), F(1.07), F(1e6 / 2.14)])
-        );
-        let mut out = Vec::new();
-        let mut t = LatTable::new(&mut out, false, 2);
-        let ctx = crate::report::tests::context();
-        t.begin().unwrap();
-        t.size(&SizeRecord {
-            context: &ctx,
-            figures: Figures::Lat(sample_stats()),
-            peer_result: None,
-            histogram: Some("x".into()),
-            data_check: None,
-        })
-        .unwrap();
-        t.end().unwrap();
-        let text = String::from_utf8(out).unwrap();
-        let lines: Vec<_> = text.lines().collect();
-        assert_eq!(lines.len(), 4);
-        assert_eq!(lines[0], RESULT_LINE);
-        assert_eq!(lines[3], RESULT_LINE);
-    }
-
-    #[test]
-    fn json_lines_merge_context_result_and_histogram() {
-        let r = recorder(&[2000, 4000, 6000, 8000], 4);
-        let s = r.stats(2);
-        let b64 = r.histogram_base64();
-        let ctx = crate::report::RunContext {
-            kind: "write_lat",
-            config: crate::report::ConfigRecord::Lat(LatConfig {
-                iters: 4,
-                ..LatConfig::default()
-            }),
-            ..crate::report::tests::context()
-        };
-        let rec = |histogram: Option<String>| SizeRecord {
-            context: &ctx,
-            figures: Figures::Lat(s),
-            peer_result: None,
-            histogram,
-            data_check: None,
-        };
-        let mut out = Vec::new();
-        let mut j = crate::report::JsonLines::new(&mut out);
-        j.begin().unwrap();
-        j.size(&rec(Some(b64.clone()))).unwrap();
-        j.size(&rec(None)).unwrap();
-        j.verdict(&VerdictRecord::Latency(lat_verdict(
-            &s,
-            Percentile::Median,
-            5.0,
-        )))
-        .unwrap();
-        j.end().unwrap();
-        let text = String::from_utf8(out).unwrap();
-        let lines: Vec<serde_json::Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        assert_eq!(lines.len(), 3);
-        let v = &lines[0];
-        assert_eq!(v["schema_version"], 1);
-        assert_eq!(v["kind"], "write_lat");
-        assert_eq!(v["config"]["iters"], 4);
-        assert_eq!(v["local"]["device"], "rxe0");
-        let res = &v["result"];
-        assert_eq!(res["bytes"], 2);
-        assert_eq!(res["iterations"], 4);
-        for key in [
-            "t_min_us",
-            "t_max_us",
-            "t_typical_us",
-            "t_avg_us",
-            "t_stdev_us",
-            "p50_us",
-            "p90_us",
-            "p99_us",
-            "p99_9_us",
-            "p99_99_us",
-        ] {
-            assert!(res[key].is_number(), "{key}");
-        }
-        assert_eq!(res["exact_percentiles"], true);
-        assert_eq!(v["histogram"], b64.as_str());
-        assert!(lines[1].get("histogram").is_none());
-        assert_eq!(lines[2]["verdict"]["pass"], true);
-        let back: LatStats = serde_json::from_value(res.clone()).unwrap();
-        assert_eq!(back, s);
-    }
-
-    #[test]
-    fn dump_lists_samples_in_recorded_order() {
-        let mut out = Vec::new();
-        dump_samples(&mut out, 64, &[3001, 2000], 2).unwrap();
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "#bytes #sample  rtt/2[usec]\n64 1 1.5005\n64 2 1.0000\n"
-        );
     }
 }

@@ -136,7 +136,7 @@ impl PortState {
     pub fn rate_gbps(&self) -> Option<f64> {
         self.rate
             .as_deref()
-            .and_then(|r| crate::link::parse_rate(r).ok())
+            .and_then(|r| crate::fabric::link::parse_rate(r).ok())
             .map(|r| r.gbps)
     }
 
@@ -161,18 +161,18 @@ impl PortState {
         ]
     }
 
-    /// Its error counters (as [`crate::link::is_error_counter`] tells
+    /// Its error counters (as [`crate::fabric::link::is_error_counter`] tells
     /// them), keyed `counters/<name>` and `hw_counters/<name>`.
-    pub fn error_counters(&self) -> crate::link::CounterSnapshot {
+    pub fn error_counters(&self) -> crate::fabric::link::CounterSnapshot {
         let mut counters = BTreeMap::new();
         for (sub, map) in self.counter_groups() {
             for (name, value) in map {
-                if crate::link::is_error_counter(sub, name) {
+                if crate::fabric::link::is_error_counter(sub, name) {
                     counters.insert(format!("{sub}/{name}"), *value);
                 }
             }
         }
-        crate::link::CounterSnapshot { counters }
+        crate::fabric::link::CounterSnapshot { counters }
     }
 
     /// Whether the port is Ethernet (RoCE).
@@ -187,7 +187,7 @@ pub struct PortExpectation {
     /// The rate every port should run at: `Auto` is the fastest rate of
     /// the ports of the same kind (link layer and HCA type) on this host,
     /// so one port trained down among its rail siblings fails.
-    pub rate: crate::link::ExpectRate,
+    pub rate: crate::fabric::link::ExpectRate,
     /// How many ports there should be (`--expect-ports`).
     pub ports: Option<usize>,
 }
@@ -271,9 +271,9 @@ impl PortsVerdict {
 pub fn check_ports(
     devices: &[DeviceState],
     expect: &PortExpectation,
-    rises: &BTreeMap<(String, u8), Vec<crate::link::CounterRise>>,
+    rises: &BTreeMap<(String, u8), Vec<crate::fabric::link::CounterRise>>,
 ) -> PortsVerdict {
-    use crate::link::ExpectRate;
+    use crate::fabric::link::ExpectRate;
     // The fastest rate per kind of port, for `auto`.
     let kind = |d: &DeviceState, p: &PortState| (p.link_layer.clone(), d.hca_type.clone());
     let mut fastest: BTreeMap<(Option<String>, Option<String>), f64> = BTreeMap::new();
@@ -601,12 +601,12 @@ fn same_ports<'a>(
 pub fn error_rises(
     before: &[DeviceState],
     after: &[DeviceState],
-) -> BTreeMap<(String, u8), Vec<crate::link::CounterRise>> {
+) -> BTreeMap<(String, u8), Vec<crate::fabric::link::CounterRise>> {
     same_ports(before, after)
         .map(|(device, bp, ap)| {
             (
                 (device.to_owned(), ap.port),
-                crate::link::rises(&bp.error_counters(), &ap.error_counters()),
+                crate::fabric::link::rises(&bp.error_counters(), &ap.error_counters()),
             )
         })
         .collect()
@@ -614,7 +614,7 @@ pub fn error_rises(
 
 /// `("4X", "NDR")` of `400 Gb/sec (4X NDR)`.
 fn rate_detail(rate: &str) -> Option<(&str, &str)> {
-    let mut words = crate::link::rate_detail(rate)?.split_whitespace();
+    let mut words = crate::fabric::link::rate_detail(rate)?.split_whitespace();
     let width = words.next()?;
     let speed = words.next()?;
     Some((width, speed))
@@ -695,20 +695,20 @@ mod tests {
             vec![port("4: ACTIVE", "5: LinkUp", "200 Gb/sec (4X HDR)")],
         )];
         let expect = PortExpectation {
-            rate: crate::link::ExpectRate::Gbps(200.0),
+            rate: crate::fabric::link::ExpectRate::Gbps(200.0),
             ports: Some(1),
         };
         let v = check_ports(&devices, &expect, &BTreeMap::new());
         assert!(v.pass, "{v:?}");
         assert_eq!(v.line(), "verdict: PASS 1 port");
         let expect = PortExpectation {
-            rate: crate::link::ExpectRate::Gbps(400.0),
+            rate: crate::fabric::link::ExpectRate::Gbps(400.0),
             ports: Some(2),
         };
         let mut rises = BTreeMap::new();
         rises.insert(
             ("mlx5_0".to_owned(), 1),
-            vec![crate::link::CounterRise {
+            vec![crate::fabric::link::CounterRise {
                 name: "counters/symbol_error".into(),
                 before: 1,
                 after: 5,

@@ -3,12 +3,13 @@
 //! (`write_test_info_to_file` and the `*_JSON` formats of perftest's
 //! `src/perftest_parameters.{c,h}`), rewritten after every size so that —
 //! as in perftest — the file holds the last one. rdmaperf's own `--json`
-//! (every size, typed) is [`crate::report::JsonLines`].
+//! (every size, typed) is [`crate::format::json_lines::JsonLines`].
 
 use std::fmt::Write as _;
 
-use crate::bw::TableStyle;
-use crate::report::{ConfigRecord, Figures, RunContext, SizeRecord};
+use crate::bench::config::ConfigRecord;
+use crate::format::table::TableStyle;
+use crate::results::record::{Figures, RunContext, SizeRecord};
 
 /// perftest's default `--out_json_file`.
 pub const DEFAULT_FILE: &str = "perftest_out.json";
@@ -106,7 +107,7 @@ pub fn render(
                     l.bytes,
                     l.iterations,
                     l.t_avg_us,
-                    crate::lat::tps(l, record.context.rtt_factor)
+                    crate::results::lat::tps(l, record.context.rtt_factor)
                 );
                 cpu_tail(&mut s, l.system_cpu_util_pct);
             } else {
@@ -162,7 +163,7 @@ fn test_info(s: &mut String, title: &str, ctx: &RunContext) {
     };
     // "RDMA_Write BW Test" -> "RDMA_Write_BW_Test" (perftest's words for
     // -b and -l included).
-    let words = crate::banner::title_words(title, post_list, bidirectional);
+    let words = crate::format::banner::title_words(title, post_list, bidirectional);
     let _ = writeln!(s, "\"test_info\": {{\n\"test\": \"{}\",", words.join("_"));
     let _ = writeln!(
         s,
@@ -219,8 +220,9 @@ fn json_text(t: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bw::{BwResult, Unit};
-    use crate::printf::{CArg::*, sprintf};
+    use crate::format::printf::{CArg::*, sprintf};
+    use crate::format::table::Unit;
+    use crate::results::bw::BwResult;
 
     // perftest_parameters.h, verbatim.
     const REPORT_FMT_JSON: &str = "\"MsgSize\": %lu,\n\"n_iterations\": %lu,\n\"BW_peak\": %.2lf,\n\"BW_average\": %.2lf,\n\"MsgRate\": %.6lf";
@@ -259,7 +261,7 @@ mod tests {
 
     #[test]
     fn bandwidth_file_is_perftests_layout_and_valid_json() {
-        let mut ctx = crate::report::tests::context();
+        let mut ctx = crate::results::record::tests::context();
         ctx.role = "client";
         ctx.outstanding_reads = None;
         let text = render(
@@ -317,12 +319,12 @@ mod tests {
 
     #[test]
     fn latency_file_has_perftests_keys_in_both_modes() {
-        let mut ctx = crate::report::tests::context();
-        let mut cfg = crate::lat::LatConfig::default();
+        let mut ctx = crate::results::record::tests::context();
+        let mut cfg = crate::bench::config::LatConfig::default();
         ctx.config = ConfigRecord::Lat(cfg.clone());
         ctx.outstanding_reads = None;
         ctx.rtt_factor = 2;
-        let stats = crate::lat::tests::stats();
+        let stats = crate::results::lat::tests::stats();
         let text = render(
             "RDMA_Write Latency Test",
             &record(&ctx, Figures::Lat(stats)),
@@ -348,7 +350,7 @@ mod tests {
         assert!(text.contains("\"test\": \"RDMA_Write_Latency_Test\""));
         assert!(!text.contains("CQ_Moderation"));
         serde_json::from_str::<serde_json::Value>(&text).unwrap();
-        cfg.duration = Some(crate::config::DurationMode {
+        cfg.duration = Some(crate::bench::config::DurationMode {
             seconds: 2.0,
             margin: 0.0,
         });
@@ -359,7 +361,7 @@ mod tests {
             TableStyle::default(),
             None,
         );
-        let tps = crate::lat::tps(s, 2);
+        let tps = crate::results::lat::tps(s, 2);
         let results = sprintf(
             REPORT_FMT_LAT_DUR_JSON,
             &[U(s.bytes), U(s.iterations), F(s.t_avg_us), F(tps)],

@@ -509,7 +509,7 @@ pub trait TestConfig: Serialize + serde::de::DeserializeOwned + Clone {
     /// Sets the outstanding reads (once the device is known).
     fn set_outs(&mut self, outs: u32);
     /// The configuration as the reports show it.
-    fn record(&self) -> crate::report::ConfigRecord;
+    fn record(&self) -> ConfigRecord;
     /// Whether a client's offer of `qps` queue pairs fits the
     /// configuration (the server's check).
     ///
@@ -581,8 +581,8 @@ impl TestConfig for BwConfig {
     fn set_outs(&mut self, outs: u32) {
         self.outs = outs;
     }
-    fn record(&self) -> crate::report::ConfigRecord {
-        crate::report::ConfigRecord::Bw(self.clone())
+    fn record(&self) -> ConfigRecord {
+        ConfigRecord::Bw(self.clone())
     }
     fn check_offer(&self, qps: usize) -> Result<(), String> {
         if qps != self.qps as usize {
@@ -690,6 +690,123 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .map_err(|_| format!("{text:?} is not a size (examples: 65536, 64K, 1M)"))?;
     n.checked_mul(1u64 << shift)
         .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+/// Configuration of an RDMA WRITE latency test, sent by the client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatConfig {
+    /// Message sizes to run, in order (one, or the `-a` sweep).
+    pub sizes: Vec<u64>,
+    /// Round trips per size (iteration mode).
+    pub iters: u64,
+    /// Duration mode instead of a fixed count.
+    pub duration: Option<DurationMode>,
+    /// Send messages up to this size inline.
+    pub inline_size: u32,
+    /// Requested path MTU in bytes (`None`: the ports' active MTU).
+    pub mtu: Option<u32>,
+    /// Outstanding reads or atomics (`-o/--outs`; 0 for write latency).
+    #[serde(default)]
+    pub outs: u32,
+    /// Path options of the QP (`-S`, `--tclass`, `--flow_label`).
+    #[serde(default)]
+    pub path: PathConfig,
+    /// Receives kept posted by each side of a SEND ping-pong (`-r`).
+    #[serde(default = "default_rx_depth")]
+    pub rx_depth: u32,
+}
+
+impl Default for LatConfig {
+    /// perftest's `ib_write_lat` defaults.
+    fn default() -> Self {
+        Self {
+            sizes: vec![2],
+            iters: 1000,
+            duration: None,
+            inline_size: 0,
+            mtu: None,
+            outs: 0,
+            path: PathConfig::default(),
+            rx_depth: DEFAULT_RX_DEPTH,
+        }
+    }
+}
+
+impl LatConfig {
+    /// Checks every limit that does not depend on the device, with the
+    /// same rules and flag names as [`BwConfig::validate`].
+    ///
+    /// # Errors
+    /// The first violated limit, naming its flag.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        validate_run(&self.sizes, self.iters, self.duration, self.mtu)?;
+        validate_outs(self.outs)?;
+        if self.rx_depth == 0 || self.rx_depth > MAX_RX_DEPTH {
+            return Err(ConfigError {
+                flag: "-r/--rx-depth",
+                message: format!("rx depth {} is outside 1..={}", self.rx_depth, MAX_RX_DEPTH),
+            });
+        }
+        self.path.validate()
+    }
+
+    /// Largest message size of the run.
+    pub fn max_size(&self) -> u64 {
+        self.sizes.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Bytes of buffer each side registers: the largest message rounded up
+    /// to a whole cache line (64 B), and at least one cache line.
+    pub fn buffer(&self) -> u64 {
+        (self.max_size().div_ceil(CACHE_LINE) * CACHE_LINE).max(CACHE_LINE)
+    }
+}
+
+impl TestConfig for LatConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        LatConfig::validate(self)
+    }
+    fn sizes(&self) -> &[u64] {
+        &self.sizes
+    }
+    fn mtu(&self) -> Option<u32> {
+        self.mtu
+    }
+    fn path(&self) -> &PathConfig {
+        &self.path
+    }
+    fn outs(&self) -> u32 {
+        self.outs
+    }
+    fn set_outs(&mut self, outs: u32) {
+        self.outs = outs;
+    }
+    fn record(&self) -> ConfigRecord {
+        ConfigRecord::Lat(self.clone())
+    }
+    fn check_offer(&self, qps: usize) -> Result<(), String> {
+        if qps != 1 {
+            return Err(format!(
+                "a latency test uses one QP, the client offers {qps}"
+            ));
+        }
+        Ok(())
+    }
+    fn phase_budget(&self, size: u64) -> std::time::Duration {
+        // A round trip is two messages (a read's request and response).
+        phase_budget(self.iters, self.duration, 2, size)
+    }
+}
+
+/// Lowest value the histogram tells apart, nanoseconds.
+/// The test configuration, as the client sent it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ConfigRecord {
+    /// A bandwidth test.
+    Bw(BwConfig),
+    /// A latency test.
+    Lat(LatConfig),
 }
 
 #[cfg(test)]
@@ -928,6 +1045,86 @@ mod tests {
             let off = ring_offset(1000, i);
             assert!(off + 1000 <= RING_BYTES && off.is_multiple_of(CACHE_LINE));
         }
+    }
+
+    #[test]
+    fn config_defaults_and_flags() {
+        let d = LatConfig::default();
+        d.validate().unwrap();
+        assert_eq!(d.sizes, vec![2]);
+        assert_eq!(d.iters, 1000);
+        assert_eq!(d.buffer(), 64);
+        let flag = |c: LatConfig| c.validate().unwrap_err().flag;
+        assert_eq!(
+            flag(LatConfig {
+                sizes: vec![],
+                ..d.clone()
+            }),
+            "-s/--size"
+        );
+        assert_eq!(
+            flag(LatConfig {
+                sizes: vec![MAX_SIZE + 1],
+                ..d.clone()
+            }),
+            "-s/--size"
+        );
+        assert_eq!(
+            flag(LatConfig {
+                iters: MIN_ITERS - 1,
+                ..d.clone()
+            }),
+            "-n/--iters"
+        );
+        assert_eq!(
+            flag(LatConfig {
+                mtu: Some(1500),
+                ..d.clone()
+            }),
+            "-m/--mtu"
+        );
+        let dur = |seconds, margin| Some(DurationMode { seconds, margin });
+        assert_eq!(
+            flag(LatConfig {
+                duration: dur(4.0, 2.0),
+                ..d.clone()
+            }),
+            "-D/--duration"
+        );
+        assert_eq!(
+            flag(LatConfig {
+                duration: dur(4.0, -1.0),
+                ..d.clone()
+            }),
+            "-f/--margin"
+        );
+        assert_eq!(
+            flag(LatConfig {
+                duration: dur(5.0, 2.0),
+                sizes: sweep_sizes(),
+                ..d.clone()
+            }),
+            "-D/--duration"
+        );
+        // Duration mode ignores the iteration count.
+        LatConfig {
+            duration: dur(5.0, 2.0),
+            iters: 0,
+            ..d.clone()
+        }
+        .validate()
+        .unwrap();
+        let big = LatConfig {
+            sizes: vec![2, 100, 8 << 20],
+            ..d
+        };
+        assert_eq!(big.max_size(), 8 << 20);
+        assert_eq!(big.buffer(), 8 << 20);
+        let odd = LatConfig {
+            sizes: vec![100],
+            ..LatConfig::default()
+        };
+        assert_eq!(odd.buffer(), 128);
     }
 }
 

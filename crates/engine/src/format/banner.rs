@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::bw::RESULT_LINE;
+use crate::format::table::RESULT_LINE;
 
 /// What a test's banner shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,16 +174,23 @@ pub fn address_line(
     s
 }
 
+/// The GID as perftest prints it: every byte in decimal, two digits at
+/// least, colon-separated (e.g. `254:128:00:…`).
+pub fn to_perftest_string(bytes: &[u8; 16]) -> String {
+    let parts: Vec<String> = bytes.iter().map(|b| format!("{b:02}")).collect();
+    parts.join(":")
+}
+
 /// perftest's `PERF_GID_FMT` line: ` GID: ` and the 16 bytes in decimal,
 /// `%02d` each, colon-separated.
 pub fn gid_line(gid: &[u8; 16]) -> String {
-    format!(" GID: {}", crate::gid::to_perftest_string(gid))
+    format!(" GID: {}", to_perftest_string(gid))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::printf::{CArg::*, sprintf};
+    use crate::format::printf::{CArg::*, sprintf};
 
     // perftest_communication.h and perftest_parameters.c, verbatim.
     const BASIC_ADDR_FMT: &str = " %s address: LID %#04x QPN %#06x PSN %#06x";
@@ -299,5 +306,16 @@ mod tests {
         }
         assert_eq!(lines[lines.len() - 2], " Threads         : 1");
         assert_eq!(lines[lines.len() - 1], RESULT_LINE);
+    }
+
+    #[test]
+    fn gid_prints_like_perftest() {
+        let v4 = std::net::Ipv4Addr::new(192, 168, 119, 1)
+            .to_ipv6_mapped()
+            .octets();
+        assert_eq!(
+            to_perftest_string(&v4),
+            "00:00:00:00:00:00:00:00:00:00:255:255:192:168:119:01"
+        );
     }
 }

@@ -25,7 +25,7 @@
 //! ```
 //!
 //! Results and configurations are typed here and JSON on the wire
-//! ([`crate::wire`] stays independent of the configuration types).
+//! ([`crate::proto::wire`] stays independent of the configuration types).
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -34,8 +34,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::config::{TestConfig, setup_budget};
-use crate::wire::{MAX_PEER_TEXT, Message, QpInfo, SideInfo, printable};
+use crate::bench::config::{TestConfig, setup_budget};
+use crate::proto::wire::{MAX_PEER_TEXT, Message, QpInfo, SideInfo, printable};
 
 /// How long a wait for the peer's next message may last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -917,8 +917,8 @@ mod tests {
         assert_eq!(
             Bound::barrier(now, 0, 10, t),
             Bound::Setup {
-                at: now + t + crate::config::SETUP_PER_QP * 10,
-                bound: t + crate::config::SETUP_PER_QP * 10
+                at: now + t + crate::bench::config::SETUP_PER_QP * 10,
+                bound: t + crate::bench::config::SETUP_PER_QP * 10
             }
         );
         assert_eq!(Bound::barrier(now, 1, 10, t), Bound::Message);

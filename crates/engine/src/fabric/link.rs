@@ -21,6 +21,8 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
+use crate::results::verdict::{Verdict, below_threshold};
+
 /// Why a rate, a flag value or a sysfs file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
@@ -350,45 +352,6 @@ pub struct VerdictInput {
     pub rises: Vec<CounterRise>,
 }
 
-/// The outcome of a link validation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Verdict {
-    /// Whether every check passed.
-    pub pass: bool,
-    /// The expected rate of one direction in Gb/s, when known.
-    pub expected_gbps: Option<f64>,
-    /// The bandwidth to reach (`expected × min_efficiency × directions`),
-    /// when known.
-    pub threshold_gbps: Option<f64>,
-    /// The measured bandwidth in Gb/s.
-    pub measured_gbps: f64,
-    /// The negotiated rate in Gb/s, when known.
-    pub negotiated_gbps: Option<f64>,
-    /// The negotiated rate as the kernel prints it, when known.
-    pub negotiated_text: Option<String>,
-    /// The efficiency asked for.
-    pub min_efficiency: f64,
-    /// 1, or 2 when bidirectional.
-    pub directions: u32,
-    /// Why it failed, one reason per failed check (empty on a pass).
-    pub reasons: Vec<String>,
-}
-
-/// The reason for a measurement below its threshold.
-fn below_threshold(measured: f64, threshold: f64) -> String {
-    format!("measured {measured:.2} Gb/s < threshold {threshold:.2} Gb/s")
-}
-
-/// `x` with two decimals, or more when two would round it.
-fn num(x: f64) -> String {
-    let two = format!("{x:.2}");
-    if two.parse::<f64>() == Ok(x) {
-        two
-    } else {
-        format!("{x}")
-    }
-}
-
 /// Compares the measurement with the link: see the module documentation
 /// and [`VerdictInput`]. Never panics; inputs out of range (an efficiency
 /// outside (0, 1], a measurement that is not a finite non-negative number,
@@ -470,46 +433,6 @@ pub fn evaluate(input: &VerdictInput) -> Verdict {
         min_efficiency: input.min_efficiency,
         directions,
         reasons,
-    }
-}
-
-impl Verdict {
-    /// The verdict on one line: the comparison with its context, then
-    /// every other reason, e.g.
-    /// `verdict: PASS measured 381.20 Gb/s >= threshold 360.00 Gb/s (0.90 x 400 Gb/s expected; negotiated 400 Gb/sec (4X NDR))`.
-    pub fn line(&self) -> String {
-        let status = if self.pass { "PASS" } else { "FAIL" };
-        let negotiated = match &self.negotiated_text {
-            Some(text) => format!("negotiated {text}"),
-            None => "negotiated rate unknown".to_owned(),
-        };
-        let measured = self.measured_gbps;
-        let mut line = match (self.threshold_gbps, self.expected_gbps) {
-            (Some(t), Some(exp)) => {
-                let op = if measured >= t { ">=" } else { "<" };
-                let dirs = if self.directions > 1 {
-                    format!("{} x ", self.directions)
-                } else {
-                    String::new()
-                };
-                format!(
-                    "verdict: {status} measured {measured:.2} Gb/s {op} threshold {t:.2} Gb/s \
-                     ({} x {dirs}{exp} Gb/s expected; {negotiated})",
-                    num(self.min_efficiency)
-                )
-            }
-            _ => format!(
-                "verdict: {status} measured {measured:.2} Gb/s, no threshold ({negotiated})"
-            ),
-        };
-        let lead = self.threshold_gbps.map(|t| below_threshold(measured, t));
-        for reason in &self.reasons {
-            if Some(reason) != lead.as_ref() {
-                line.push_str("; ");
-                line.push_str(reason);
-            }
-        }
-        line
     }
 }
 

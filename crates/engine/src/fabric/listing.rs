@@ -5,9 +5,9 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::gid::{self, GidKind};
+use crate::fabric::gid::{self, GidKind};
 
-pub use crate::report::SCHEMA_VERSION;
+pub use crate::results::record::SCHEMA_VERSION;
 
 /// One device.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -29,6 +29,8 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::results::record::SideRecord;
+
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"RDPF";
 /// The protocol version this build speaks; both sides must agree exactly.
@@ -663,6 +665,20 @@ fn short(s: &str) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+impl From<&SideInfo> for SideRecord {
+    fn from(s: &SideInfo) -> Self {
+        Self {
+            device: s.device.clone(),
+            port: s.port,
+            gid_index: s.gid_index,
+            gid: crate::fabric::gid::to_ipv6_string(&s.gid),
+            mtu: s.mtu,
+            link_layer: s.link_layer.clone(),
+            rate: s.rate.clone(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,6 @@
 //! send queue, CQ moderation that does not divide the iterations, post
 //! lists, duration windows with margins, and more than 2^40 messages.
 
-use crate::bw::Sample;
-
 /// Bits of a `wr_id` below the QP index: the message count.
 pub const QP_SHIFT: u32 = 40;
 /// Mask of the message count in a `wr_id` (it wraps every 2^40 messages).
@@ -304,56 +302,6 @@ impl DurationWindow {
     }
 }
 
-/// A completion timeline for the peak figure, bounded: when full it keeps
-/// every other sample and doubles the spacing, so recording never
-/// allocates after construction.
-#[derive(Debug, Clone)]
-pub struct Timeline {
-    samples: Vec<Sample>,
-    min_gap: u64,
-}
-
-impl Timeline {
-    /// A timeline of at most `capacity` samples (at least 2).
-    pub fn with_capacity(capacity: usize) -> Self {
-        Self {
-            samples: Vec::with_capacity(capacity.max(2)),
-            min_gap: 0,
-        }
-    }
-
-    /// Records `count` messages at `t_ns` (non-decreasing in both).
-    #[inline]
-    pub fn record(&mut self, t_ns: u64, count: u64) {
-        if let Some(&(last_t, _)) = self.samples.last()
-            && t_ns.saturating_sub(last_t) < self.min_gap
-        {
-            return;
-        }
-        if self.samples.len() == self.samples.capacity() {
-            let kept = self.samples.len() / 2;
-            for i in 0..kept {
-                self.samples[i] = self.samples[2 * i];
-            }
-            self.samples.truncate(kept);
-            self.min_gap = self.min_gap.max(1) * 2;
-        }
-        self.samples.push((t_ns, count));
-    }
-
-    /// The samples, in time order.
-    pub fn samples(&self) -> &[Sample] {
-        &self.samples
-    }
-
-    /// The peak message rate over windows of at least a twentieth of the
-    /// run (see [`crate::bw::peak_rate`]).
-    pub fn peak(&self) -> Option<f64> {
-        let run_ns = self.samples.last().map_or(0, |s| s.0);
-        crate::bw::peak_rate(&self.samples, run_ns / 20)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,17 +545,5 @@ mod tests {
         let mut short = DurationWindow::new(10_000, 2_000);
         short.observe(1_000, 10);
         assert_eq!(short.measured(), None, "ended before the window");
-    }
-
-    #[test]
-    fn timeline_stays_within_its_capacity() {
-        let mut t = Timeline::with_capacity(8);
-        for i in 0..1000u64 {
-            t.record(i * 100, i * 10);
-        }
-        assert!(t.samples().len() <= 8);
-        assert!(t.samples().windows(2).all(|w| w[0].0 < w[1].0));
-        let p = t.peak().unwrap();
-        assert!((p - 1e8).abs() < 1e6, "{p}");
     }
 }

@@ -1,0 +1,17 @@
+//! What a test is and how it is scheduled; the lowest layer (it imports
+//! nothing else of the crate).
+//!
+//! - [`spec`]: a test as data: its verb, metric, perftest title, defaults
+//!   and memory access.
+//! - [`config`]: the bandwidth and latency configurations the client
+//!   sends, their limits and validation, and the ring and budget
+//!   arithmetic derived from them.
+//! - [`sched`]: the bandwidth loop's scheduling policy (`wr_id`s, posting,
+//!   signalling, duration windows).
+//! - [`clock`]: which clock stamps latency samples and how ticks become
+//!   nanoseconds.
+
+pub mod clock;
+pub mod config;
+pub mod sched;
+pub mod spec;
