@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use support::exposition::sample;
 use support::{
-    Reaper, TempDir, assert_promtool_clean, fixture, free_port, http_get, peers, test_device, text,
+    Reaper, TempDir, assert_promtool_clean, fixture, free_port, http_get, http_get_with, peers,
+    test_device, text,
 };
 
 const RDMAPERF: &str = env!("CARGO_BIN_EXE_rdmaperf");
@@ -818,14 +819,48 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
         );
         assert_promtool_clean(&body, what);
     };
-    // A dead target: success 0 within the probe bound; the exporter lives on.
+    // A dead target (nothing listens): success 0 at once — a refusal is
+    // not retried for --timeout, as a client started before its server
+    // is — well inside Prometheus' default 10 s scrape timeout (it took
+    // 10.9 s when the probe spawned a client that retried); the exporter
+    // lives on.
     let t0 = Instant::now();
     probe(free_port(), 0.0, "a failed probe");
     assert!(
-        t0.elapsed() < Duration::from_secs(30),
+        t0.elapsed() < Duration::from_secs(5),
         "dead-target probe took {:?}",
         t0.elapsed()
     );
+    // A target that takes the connection and never answers: the probe is
+    // bounded by the scrape's timeout less 0.5 s, so Prometheus records
+    // the failure instead of dropping the scrape.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let t0 = Instant::now();
+    let (status, body) = http_get_with(
+        exporter_port,
+        &format!("/probe?target=127.0.0.1:{silent_port}&test=write_bw&duration=1"),
+        &["X-Prometheus-Scrape-Timeout-Seconds: 6"],
+        Duration::from_secs(40),
+    )
+    .unwrap();
+    let took = t0.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        sample(&body, "rdmaperf_probe_success", &[]),
+        Some(0.0),
+        "{body}"
+    );
+    assert!(
+        took < Duration::from_secs(6),
+        "a 6 s scrape's probe took {took:?}: {body}"
+    );
+    assert!(
+        body.starts_with("# probe failed: write_bw"),
+        "the reason comes first: {body}"
+    );
+    assert_promtool_clean(&body, "a probe cut by the scrape timeout");
+    drop(silent);
     // A probe of the live server: its test's results (bandwidth) too.
     probe(server_port, 1.0, "a probe of a live server");
 

@@ -350,11 +350,28 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 /// read and write bounded by `limit` (status 0 when the answer is not
 /// HTTP).
 pub fn http_get(port: u16, path: &str, limit: Duration) -> std::io::Result<(u16, String)> {
+    http_get_with(port, path, &[], limit)
+}
+
+/// As [`http_get`], with extra header fields (`Name: value` each), as
+/// Prometheus sends `X-Prometheus-Scrape-Timeout-Seconds`.
+pub fn http_get_with(
+    port: u16,
+    path: &str,
+    headers: &[&str],
+    limit: Duration,
+) -> std::io::Result<(u16, String)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(limit))?;
     s.set_write_timeout(Some(limit))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut head = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n");
+    for h in headers {
+        head.push_str(h);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes())?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)?;
     let raw = String::from_utf8_lossy(&raw).into_owned();

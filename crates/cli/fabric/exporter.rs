@@ -723,6 +723,27 @@ mod tests {
                 "node1"
             ]
         );
+        // In process: the test's own flags, a quiet client that reports a
+        // refusal at once.
+        let o = plan
+            .options(&a, Path::new("/tmp/p.prom"), Duration::from_secs(30))
+            .unwrap();
+        assert_eq!(o.spec, TestSpec::READ_LAT);
+        assert!(
+            matches!(&o.role, crate::options::RoleOptions::Client { server, .. } if server == "node1")
+        );
+        assert_eq!(o.device().name.as_deref(), Some("mlx5_0"));
+        assert_eq!(o.device().gid_index, Some(3));
+        assert_eq!(o.connection.port, 18600);
+        assert_eq!(o.connection.timeout, Duration::from_secs(10));
+        assert!(!o.connection.retry_refused && !o.output.stdout_table && !o.local.banner);
+        assert_eq!(o.output.prom.as_deref(), Some(Path::new("/tmp/p.prom")));
+        // A --probe-arg the test refuses is a usage error, not an exit.
+        let bad = args(&["--probe-arg=--no-such-flag"]);
+        assert!(
+            plan.options(&bad, Path::new("/tmp/p.prom"), Duration::from_secs(30))
+                .is_err()
+        );
         // Defaults: write_bw, 64 KiB, 2 s; the latency tests 2 B.
         let plan = ProbePlan::from_request(&request("target=n"), &a).unwrap();
         assert_eq!(
@@ -751,6 +772,38 @@ mod tests {
                 "write_lat"
             ]
         );
+    }
+
+    #[test]
+    fn a_probe_is_bounded_by_the_scrape_timeout_less_the_margin_and_its_own() {
+        let a = args(&["--probe-timeout", "30"]);
+        let with = |h: &str| {
+            let head = format!("GET /probe?target=n HTTP/1.1\r\n{h}\r\n");
+            probe_budget(&http::parse_request_line(&head).unwrap(), &a)
+        };
+        // Prometheus' default scrape timeout: 10 s, less 0.5 s.
+        assert_eq!(
+            with("X-Prometheus-Scrape-Timeout-Seconds: 10"),
+            Ok(Duration::from_millis(9500))
+        );
+        assert_eq!(
+            with("x-prometheus-scrape-timeout-seconds: 2.25"),
+            Ok(Duration::from_millis(1750))
+        );
+        // A longer scrape timeout: --probe-timeout still bounds it.
+        assert_eq!(
+            with("X-Prometheus-Scrape-Timeout-Seconds: 120"),
+            Ok(Duration::from_secs(30))
+        );
+        // No header (curl, a browser): --probe-timeout.
+        assert_eq!(with("Accept: */*"), Ok(Duration::from_secs(30)));
+        for bad in ["0", "0.5", "-3", "ten", "NaN", "inf", "1e400"] {
+            let err = with(&format!("X-Prometheus-Scrape-Timeout-Seconds: {bad}")).unwrap_err();
+            assert!(
+                err.starts_with("X-Prometheus-Scrape-Timeout-Seconds: "),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]
