@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use engine::bench::config::TestConfig;
+use engine::bench::plan::Role;
 use engine::bench::spec::{Metric, TestSpec};
 use engine::format::banner::{BannerInfo, address_line, gid_line};
 use engine::proto::session::{
@@ -30,7 +31,6 @@ use engine::results::verdict::VerdictRecord;
 use verbs::Mtu;
 
 use crate::UsageError;
-pub use crate::measure::Role;
 use crate::measure::bw::BwMeasure;
 use crate::measure::lat::LatMeasure;
 use crate::measure::{Measure, Shown, SizeCtx};

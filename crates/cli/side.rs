@@ -85,23 +85,6 @@ impl Layout {
     }
 }
 
-/// How a thread's `n` QPs are spread over CQs of at most `max_cqe`
-/// entries, `per_qp` entries each (plus one per CQ): the QP counts of its
-/// CQs, as few CQs as fit. `None` when a single QP does not fit.
-pub fn cq_groups(n: u32, per_qp: u64, max_cqe: u64) -> Option<Vec<u32>> {
-    let per_cq = max_cqe.checked_sub(1)? / per_qp.max(1);
-    if per_cq == 0 {
-        return None;
-    }
-    let per_cq = u32::try_from(per_cq).unwrap_or(u32::MAX);
-    let groups = n.div_ceil(per_cq).max(1);
-    Some(
-        (0..groups)
-            .map(|g| engine::bench::config::share(n, groups, g).len() as u32)
-            .collect(),
-    )
-}
-
 /// The remote access a QP grants its peer (`qp_access_flags`).
 fn qp_access(a: Access) -> AccessFlags {
     let mut f = AccessFlags::NONE;
@@ -313,7 +296,7 @@ impl Side {
         let mut qps = Vec::with_capacity(layout.qps as usize);
         for t in 0..layout.threads {
             let n = layout.qps_of_thread(t).len() as u32;
-            let groups = cq_groups(n, per_qp, max_cqe).ok_or_else(|| {
+            let groups = engine::bench::config::cq_groups(n, per_qp, max_cqe).ok_or_else(|| {
                 UsageError(format!(
                     "-t/--tx-depth: one QP with tx depth {} and {} receives needs a CQ of {} entries; \
                      {} allows {} (max_cqe)",

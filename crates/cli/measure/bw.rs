@@ -28,18 +28,19 @@ use engine::bench::spec::{TestSpec, Verb};
 use engine::fabric::link::{self, CounterSnapshot, ExpectRate, LinkRate, VerdictInput};
 use engine::format::perftest_json::OutputFigure;
 use engine::format::report::Report;
-use engine::format::table::{RESULT_LINE, Table, TableStyle, Unit};
-use engine::results::bw::BwResult;
+use engine::format::table::{RESULT_LINE, Table, TableStyle};
+use engine::results::bw::{BwResult, shown_figures};
 use engine::results::record::{DataCheck, Figures, RunContext};
-use engine::results::verdict::{LimitVerdict, VerdictRecord};
+use engine::results::verdict::{Limits, VerdictRecord};
 
-use super::{Measure, Role, Shown, SizeCtx, receive_failed, wrong_size};
+use super::{Measure, Shown, SizeCtx, receive_failed, wrong_size};
 use crate::UsageError;
 use crate::oob::PeerWatch;
 use crate::options::RunOptions;
 use crate::output::{FigureLines, Stdout};
 use crate::setup::Port;
 use crate::side::{Layout, Side};
+use engine::bench::plan::{self, Plan, Receiving, Role};
 use engine::format::banner::BannerInfo;
 
 /// Empty polls between two clock reads.
@@ -169,30 +170,6 @@ pub const END_OF_PHASE_IMM: u32 = 0xe0d0_e0d0;
 
 /// Marks the `wr_id` of that SEND (never a scheduler's: bit 62).
 const END_FLAG: u64 = 1 << 62;
-
-/// How a side receives, when the peer's operations consume its receives.
-#[derive(Debug, Clone, Copy)]
-pub struct Receiving {
-    /// SENDs (checked for their size) or RDMA WRITEs with immediate.
-    pub sends: bool,
-    /// Bytes each receive holds (0: empty receives).
-    pub recv_len: u32,
-}
-
-/// What one side does in a size's run of the bandwidth loop.
-#[derive(Debug, Clone, Copy)]
-pub struct Plan {
-    /// It posts the operation (the client; both sides with `-b`).
-    pub sends: bool,
-    /// It receives (the peer's SENDs or RDMA WRITEs with immediate).
-    pub recv: Option<Receiving>,
-    /// The peer receives: in duration mode, every QP closes the phase
-    /// with an end-of-phase SEND once its own work has completed.
-    pub peer_receives: bool,
-    /// Wait for every posted operation before ending a duration-mode run
-    /// (a receiving peer or an atomic target counts every one).
-    pub drain: bool,
-}
 
 /// Measures one message size: every worker thread drives its QPs, all
 /// start together.
@@ -881,46 +858,6 @@ struct LinkWatch {
     min_efficiency: f64,
 }
 
-/// perftest's `-w/--limit_bw` and `-y/--limit_msgrate`: the best average
-/// over the sizes must reach them (perftest passes a run when any one
-/// report does).
-#[derive(Debug)]
-struct Limits {
-    bw: Option<f64>,
-    msg_rate: Option<f64>,
-    best_bw: f64,
-    best_msg_rate: f64,
-}
-
-impl Limits {
-    fn verdicts(&self, unit: Unit) -> Vec<VerdictRecord> {
-        let unit_name = match unit {
-            Unit::MibPerSec => "MiB/sec",
-            Unit::Gbps => "Gb/sec",
-        };
-        let mut v = Vec::new();
-        if let Some(limit) = self.bw {
-            v.push(VerdictRecord::Limit(LimitVerdict::new(
-                "--limit_bw",
-                "average bandwidth",
-                unit_name,
-                self.best_bw,
-                limit,
-            )));
-        }
-        if let Some(limit) = self.msg_rate {
-            v.push(VerdictRecord::Limit(LimitVerdict::new(
-                "--limit_msgrate",
-                "message rate",
-                "Mpps",
-                self.best_msg_rate,
-                limit,
-            )));
-        }
-        v
-    }
-}
-
 /// The bandwidth tests (`write_bw`, `read_bw`).
 pub struct BwMeasure {
     spec: TestSpec,
@@ -944,40 +881,8 @@ pub struct BwMeasure {
 }
 
 impl BwMeasure {
-    fn initiates(&self, role: Role) -> bool {
-        role == Role::Client || self.cfg.bidirectional
-    }
-
-    /// Whether the test's operations consume the target's receives.
-    fn peer_receives(&self) -> bool {
-        self.spec.receives(self.cfg.write_with_imm)
-    }
-
-    /// How `role` receives, if it does: the target of SENDs or writes
-    /// with immediate (the server; both sides with `-b`).
-    fn receiving(&self, role: Role) -> Option<Receiving> {
-        (self.peer_receives() && (role == Role::Server || self.cfg.bidirectional)).then(|| {
-            Receiving {
-                sends: self.spec.verb == Verb::Send,
-                // Every receive holds the run's largest message (a ring
-                // posted once serves every size); writes with immediate
-                // land by address: empty receives.
-                recv_len: if self.spec.verb == Verb::Send {
-                    u32::try_from(self.cfg.max_size()).unwrap_or(u32::MAX)
-                } else {
-                    0
-                },
-            }
-        })
-    }
-
     fn plan(&self, role: Role) -> Plan {
-        Plan {
-            sends: self.initiates(role),
-            recv: self.receiving(role),
-            peer_receives: self.peer_receives(),
-            drain: self.peer_receives() || self.spec.is_atomic(),
-        }
+        Plan::of(self.spec, &self.cfg, role)
     }
 
     /// The data check of a read: every ring slot the size's reads landed
@@ -1028,12 +933,7 @@ impl Measure for BwMeasure {
             post_path: opts.local.post_path,
             style,
             output: out.figure,
-            limits: Limits {
-                bw: opts.verdicts.limit_bw,
-                msg_rate: opts.verdicts.limit_msgrate,
-                best_bw: 0.0,
-                best_msg_rate: 0.0,
-            },
+            limits: Limits::new(opts.verdicts.limit_bw, opts.verdicts.limit_msgrate),
             expect: opts.verdicts.expect_rate,
             sysfs_root: opts.local.sysfs_root.clone(),
             min_efficiency: opts.verdicts.min_efficiency,
@@ -1057,12 +957,12 @@ impl Measure for BwMeasure {
             tx_depth: self.cfg.tx_depth,
             inline_size: self.cfg.inline_size,
             area: self.cfg.buffer_per_qp(),
-            initiates: self.initiates(role),
+            initiates: plan::initiates(&self.cfg, role),
             access: self.spec.access(),
             huge_pages: self.huge_pages,
             post_path: self.post_path,
-            rx_depth: self.receiving(role).map_or(0, |_| self.cfg.rx_depth),
-            recv_len: self.receiving(role).map_or(0, |r| r.recv_len),
+            rx_depth: self.plan(role).recv.map_or(0, |_| self.cfg.rx_depth),
+            recv_len: self.plan(role).recv.map_or(0, |r| r.recv_len),
         }
     }
 
@@ -1099,9 +999,9 @@ impl Measure for BwMeasure {
     fn banner(&self, role: Role, info: &mut BannerInfo) {
         let c = &self.cfg;
         info.qps = c.qps;
-        info.tx_depth = self.initiates(role).then_some(c.tx_depth);
+        info.tx_depth = plan::initiates(&self.cfg, role).then_some(c.tx_depth);
         info.post_list = c.post_list;
-        info.rx_depth = self.receiving(role).map(|_| c.rx_depth);
+        info.rx_depth = self.plan(role).recv.map(|_| c.rx_depth);
         info.cq_mod = c.cq_mod;
         info.poll_batch = POLL_BATCH as u32;
         info.bidirectional = c.bidirectional;
@@ -1116,7 +1016,11 @@ impl Measure for BwMeasure {
             } else {
                 "unidirectional"
             }),
-            measured_on: match (self.peer_receives(), self.cfg.bidirectional, self.role) {
+            measured_on: match (
+                self.plan(self.role).peer_receives,
+                self.cfg.bidirectional,
+                self.role,
+            ) {
                 (false, _, _) => None,
                 (true, true, _) => Some("both sides' senders"),
                 (true, false, Role::Client) => Some("sender"),
@@ -1141,7 +1045,7 @@ impl Measure for BwMeasure {
         if self.spec.verb == Verb::Read && side.layout().initiates {
             side.zero_working()?;
         }
-        if let Some(r) = self.receiving(self.role) {
+        if let Some(r) = self.plan(self.role).recv {
             // Messages that came after the last size stopped counting.
             side.drain_receives()?;
             if r.sends {
@@ -1218,40 +1122,20 @@ impl Measure for BwMeasure {
         mine: Option<&BwResult>,
         peer: Option<BwResult>,
     ) -> anyhow::Result<Option<Shown>> {
-        let (figures, peer_result) = match role {
-            Role::Client => {
-                let mine = *mine.context("the client measured nothing")?;
-                let peer = peer.filter(|_| self.cfg.bidirectional);
-                if let (Some(both), Some(p)) = (&mut self.report_both, &peer) {
-                    both.push((mine, *p));
-                }
-                (peer.as_ref().map_or(mine, |p| mine.combined(p)), peer)
-            }
-            Role::Server => {
-                let client = peer.context("the client sent no result")?;
-                if self.spec.is_atomic() {
-                    self.check = Some(check_atomics(side, &client)?);
-                }
-                match mine {
-                    // A receiver of SENDs or writes with immediate shows
-                    // what it received (perftest's send server).
-                    Some(m) if !self.cfg.bidirectional => {
-                        if self.cfg.duration.is_none() && m.operations != client.operations {
-                            anyhow::bail!(
-                                "the client completed {} operations, the server received {} messages",
-                                client.operations,
-                                m.operations
-                            );
-                        }
-                        (*m, Some(client))
-                    }
-                    _ => (mine.map_or(client, |m| m.combined(&client)), Some(client)),
-                }
-            }
-        };
+        if role == Role::Server && self.spec.is_atomic() {
+            let client = peer.as_ref().context("the client sent no result")?;
+            self.check = Some(check_atomics(side, client)?);
+        }
+        let (figures, peer_result) =
+            shown_figures(role, &self.cfg, mine, peer).map_err(|e| anyhow::anyhow!(e))?;
+        if let (Some(both), Some(m), Some(p)) = (&mut self.report_both, mine, &peer_result)
+            && role == Role::Client
+        {
+            both.push((*m, *p));
+        }
         self.best_gbps = self.best_gbps.max(figures.bw_avg_gbps);
-        self.limits.best_bw = self.limits.best_bw.max(self.style.bandwidths(&figures).1);
-        self.limits.best_msg_rate = self.limits.best_msg_rate.max(figures.msg_rate_mpps);
+        self.limits
+            .observe(self.style.bandwidths(&figures).1, figures.msg_rate_mpps);
         Ok(Some(Shown {
             figures: Figures::Bw(figures),
             peer_result,
@@ -1289,8 +1173,8 @@ impl Measure for BwMeasure {
         // perftest checks its limits where a side measured (both sides of
         // a bidirectional run); the runner asks only the client for its
         // verdicts, so here the client judges.
-        let mut verdicts = if self.initiates(self.role) {
-            self.limits.verdicts(self.style.unit)
+        let mut verdicts = if plan::initiates(&self.cfg, self.role) {
+            self.limits.verdicts(self.style.unit.label())
         } else {
             Vec::new()
         };

@@ -47,7 +47,7 @@ use engine::results::record::{DataCheck, Figures, RunContext};
 use engine::results::verdict::VerdictRecord;
 use serde::{Deserialize, Serialize};
 
-use super::{Measure, Role, Shown, SizeCtx};
+use super::{Measure, Shown, SizeCtx};
 use crate::clock::{Clock, MonotonicTicks, Ticks, TscTicks};
 use crate::oob::{Channel, PeerWatch};
 use crate::options::RunOptions;
@@ -55,6 +55,7 @@ use crate::output::{FigureLines, Output, Stdout};
 use crate::setup::Port;
 use crate::side::{Layout, Side};
 use crate::stop;
+use engine::bench::plan::Role;
 use engine::format::banner::BannerInfo;
 
 /// Spins between two clock (and, for the server in duration mode,

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use engine::bench::clock::ClockRecord;
 use engine::bench::config::TestConfig;
+use engine::bench::plan::Role;
 use engine::bench::spec::TestSpec;
 use engine::format::banner::BannerInfo;
 use engine::format::report::Report;
@@ -54,25 +55,6 @@ fn read_proc_stat() -> Option<(u64, u64)> {
     std::fs::read_to_string("/proc/stat")
         .ok()
         .and_then(|t| engine::results::bw::parse_proc_stat(&t))
-}
-
-/// Which side of the test this process is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Connects, configures the test, goes first.
-    Client,
-    /// Listens, runs what the client asks.
-    Server,
-}
-
-impl Role {
-    /// `client` or `server`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Client => "client",
-            Self::Server => "server",
-        }
-    }
 }
 
 /// What the runner asks of one size on one side.

@@ -642,6 +642,23 @@ pub fn share(total: u32, parts: u32, t: u32) -> std::ops::Range<u32> {
     start..start + len
 }
 
+/// How a thread's `n` QPs are spread over CQs of at most `max_cqe`
+/// entries, `per_qp` entries each (plus one per CQ): the QP counts of its
+/// CQs, as few CQs as fit. `None` when a single QP does not fit.
+pub fn cq_groups(n: u32, per_qp: u64, max_cqe: u64) -> Option<Vec<u32>> {
+    let per_cq = max_cqe.checked_sub(1)? / per_qp.max(1);
+    if per_cq == 0 {
+        return None;
+    }
+    let per_cq = u32::try_from(per_cq).unwrap_or(u32::MAX);
+    let groups = n.div_ceil(per_cq).max(1);
+    Some(
+        (0..groups)
+            .map(|g| share(n, groups, g).len() as u32)
+            .collect(),
+    )
+}
+
 /// Where message `i` of size `size` starts within a QP's area: small
 /// messages rotate through a page-sized ring of cache-line aligned slots
 /// (as perftest does), larger ones always start at 0.
@@ -812,6 +829,23 @@ pub enum ConfigRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qps_share_as_few_cqs_as_hold_them() {
+        // 1024 QPs of 128 + 512 entries on a 131071-entry CQ (mlx5's
+        // max_cqe 4194303 is larger): 204 a CQ, 6 CQs, as even as can be.
+        let g = cq_groups(1024, 640, 131_071).unwrap();
+        assert_eq!(g.len(), 6);
+        assert_eq!(g.iter().sum::<u32>(), 1024);
+        assert!(g.iter().all(|&n| n == 170 || n == 171), "{g:?}");
+        // Room for all in one (one entry kept per CQ).
+        assert_eq!(cq_groups(4, 128, 513), Some(vec![4]));
+        assert_eq!(cq_groups(4, 128, 512), Some(vec![2, 2]));
+        // No QP at all still gets its CQ; a QP larger than a CQ fits none.
+        assert_eq!(cq_groups(0, 128, 1024), Some(vec![0]));
+        assert_eq!(cq_groups(1, 1024, 1024), None);
+        assert_eq!(cq_groups(1, 1, 0), None);
+    }
 
     #[test]
     fn set_up_may_take_a_tenth_of_a_second_per_qp_beyond_the_timeout() {

@@ -6,6 +6,8 @@
 //! - [`config`]: the bandwidth and latency configurations the client
 //!   sends, their limits and validation, and the ring and budget
 //!   arithmetic derived from them.
+//! - [`plan`]: who does what: a side's role and, in the bandwidth loop,
+//!   whether it posts, receives, drains.
 //! - [`sched`]: the bandwidth loop's scheduling policy (`wr_id`s, posting,
 //!   signalling, duration windows).
 //! - [`clock`]: which clock stamps latency samples and how ticks become
@@ -13,5 +15,6 @@
 
 pub mod clock;
 pub mod config;
+pub mod plan;
 pub mod sched;
 pub mod spec;

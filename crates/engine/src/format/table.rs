@@ -24,6 +24,16 @@ pub enum Unit {
     Gbps,
 }
 
+impl Unit {
+    /// The unit as perftest's table heads it: `MiB/sec` or `Gb/sec`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::MibPerSec => "MiB/sec",
+            Self::Gbps => "Gb/sec",
+        }
+    }
+}
+
 /// How perftest's bandwidth table looks: its unit, whether it shows the
 /// peak (perftest prints 0.00 with `-N`, `-D`, above 20 000 iterations)
 /// and whether it has the `CPU_Util[%]` column (`--cpu_util` with `-D`).
@@ -92,10 +102,7 @@ impl<W: Write> Table<W> {
     /// The header line exactly as perftest prints it (`RESULT_FMT`,
     /// `RESULT_FMT_G`, then `RESULT_EXT_CPU_UTIL`).
     pub fn header(style: TableStyle) -> String {
-        let u = match style.unit {
-            Unit::MibPerSec => "MiB/sec",
-            Unit::Gbps => "Gb/sec",
-        };
+        let u = style.unit.label();
         let mut h =
             format!(" #bytes     #iterations    BW peak[{u}]    BW average[{u}]   MsgRate[Mpps]");
         if style.cpu_column {

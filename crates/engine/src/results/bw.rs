@@ -15,6 +15,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::config::BwConfig;
+use crate::bench::plan::Role;
+
 /// Bytes per MiB.
 pub const MIB: f64 = 1_048_576.0;
 
@@ -194,6 +197,47 @@ impl BwResult {
     }
 }
 
+/// What a side shows of one size of a bandwidth test, from its own
+/// figures and the peer's: the figures, and the peer's own when reported.
+/// The client shows its own (with `-b`, summed with the server's); the
+/// server shows what it received when it only receives (perftest's send
+/// server), else the client's (with `-b`, summed with its own).
+///
+/// # Errors
+/// A side without the figures it needs, or a receiver that received
+/// another count than the client completed (iteration mode).
+pub fn shown_figures(
+    role: Role,
+    cfg: &BwConfig,
+    mine: Option<&BwResult>,
+    peer: Option<BwResult>,
+) -> Result<(BwResult, Option<BwResult>), String> {
+    match role {
+        Role::Client => {
+            let mine = *mine.ok_or("the client measured nothing")?;
+            let peer = peer.filter(|_| cfg.bidirectional);
+            Ok((peer.as_ref().map_or(mine, |p| mine.combined(p)), peer))
+        }
+        Role::Server => {
+            let client = peer.ok_or("the client sent no result")?;
+            match mine {
+                // A receiver of SENDs or writes with immediate shows
+                // what it received (perftest's send server).
+                Some(m) if !cfg.bidirectional => {
+                    if cfg.duration.is_none() && m.operations != client.operations {
+                        return Err(format!(
+                            "the client completed {} operations, the server received {} messages",
+                            client.operations, m.operations
+                        ));
+                    }
+                    Ok((*m, Some(client)))
+                }
+                _ => Ok((mine.map_or(client, |m| m.combined(&client)), Some(client))),
+            }
+        }
+    }
+}
+
 /// A completion timeline for the peak figure, bounded: when full it keeps
 /// every other sample and doubles the spacing, so recording never
 /// allocates after construction.
@@ -261,6 +305,67 @@ mod tests {
             system_cpu_pct: None,
             operations: messages,
         }
+    }
+
+    /// Figures of `messages` messages of 64 KiB in 1 s.
+    fn r(messages: u64) -> BwResult {
+        BwResult::from_measurement(&m(65536, messages, 1_000_000_000))
+    }
+
+    #[test]
+    fn a_client_shows_its_own_figures_and_with_b_both_directions_summed() {
+        let c = BwConfig::default();
+        let (shown, peer) = shown_figures(Role::Client, &c, Some(&r(5000)), Some(r(4000))).unwrap();
+        assert_eq!(
+            (shown, peer),
+            (r(5000), None),
+            "no -b: the server's are not shown"
+        );
+        let b = BwConfig {
+            bidirectional: true,
+            ..c.clone()
+        };
+        let (shown, peer) = shown_figures(Role::Client, &b, Some(&r(5000)), Some(r(4000))).unwrap();
+        assert_eq!(peer, Some(r(4000)));
+        assert_eq!(shown.messages, 9000);
+        assert!((shown.bw_avg_mib_s - (r(5000).bw_avg_mib_s + r(4000).bw_avg_mib_s)).abs() < 1e-9);
+        assert_eq!(
+            shown_figures(Role::Client, &c, None, Some(r(1))),
+            Err("the client measured nothing".into())
+        );
+    }
+
+    #[test]
+    fn a_server_shows_the_clients_figures_or_what_it_received() {
+        let c = BwConfig::default();
+        // A write server measures nothing: the client's figures.
+        assert_eq!(
+            shown_figures(Role::Server, &c, None, Some(r(5000))),
+            Ok((r(5000), Some(r(5000))))
+        );
+        // A send server shows what it received, which must be every
+        // message the client completed.
+        assert_eq!(
+            shown_figures(Role::Server, &c, Some(&r(5000)), Some(r(5000))),
+            Ok((r(5000), Some(r(5000))))
+        );
+        assert_eq!(
+            shown_figures(Role::Server, &c, Some(&r(4999)), Some(r(5000))),
+            Err("the client completed 5000 operations, the server received 4999 messages".into())
+        );
+        // In duration mode the counts differ by design.
+        let d = BwConfig {
+            duration: Some(crate::bench::config::DurationMode {
+                seconds: 4.0,
+                margin: 1.0,
+            }),
+            ..c.clone()
+        };
+        assert!(shown_figures(Role::Server, &d, Some(&r(4999)), Some(r(5000))).is_ok());
+        assert_eq!(
+            shown_figures(Role::Server, &c, None, None),
+            Err("the client sent no result".into())
+        );
     }
 
     #[test]

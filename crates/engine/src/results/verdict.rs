@@ -73,6 +73,58 @@ pub struct LimitVerdict {
     pub pass: bool,
 }
 
+/// perftest's `-w/--limit_bw` and `-y/--limit_msgrate`: the best average
+/// over the sizes must reach them (perftest passes a run when any one
+/// report does).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Limits {
+    /// `-w`, in the table's unit.
+    pub bw: Option<f64>,
+    /// `-y`, Mpps.
+    pub msg_rate: Option<f64>,
+    best_bw: f64,
+    best_msg_rate: f64,
+}
+
+impl Limits {
+    /// Limits `bw` (in the table's unit) and `msg_rate` (Mpps).
+    pub fn new(bw: Option<f64>, msg_rate: Option<f64>) -> Self {
+        Self {
+            bw,
+            msg_rate,
+            ..Self::default()
+        }
+    }
+
+    /// Takes one size's average bandwidth (the table's unit) and message
+    /// rate.
+    pub fn observe(&mut self, bw: f64, msg_rate: f64) {
+        self.best_bw = self.best_bw.max(bw);
+        self.best_msg_rate = self.best_msg_rate.max(msg_rate);
+    }
+
+    /// The verdict of each limit given, against the best size; `unit` is
+    /// the bandwidth's as the table heads it (`MiB/sec`, `Gb/sec`).
+    pub fn verdicts(&self, unit: &'static str) -> Vec<VerdictRecord> {
+        let bw = self.bw.map(|limit| {
+            LimitVerdict::new("--limit_bw", "average bandwidth", unit, self.best_bw, limit)
+        });
+        let rate = self.msg_rate.map(|limit| {
+            LimitVerdict::new(
+                "--limit_msgrate",
+                "message rate",
+                "Mpps",
+                self.best_msg_rate,
+                limit,
+            )
+        });
+        bw.into_iter()
+            .chain(rate)
+            .map(VerdictRecord::Limit)
+            .collect()
+    }
+}
+
 impl LimitVerdict {
     /// Judges `measured` against `limit`.
     pub fn new(
@@ -193,5 +245,33 @@ impl Verdict {
             }
         }
         line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_judge_the_best_size_as_perftest_and_say_its_error() {
+        let mut l = Limits::new(Some(1000.0), Some(2.0));
+        l.observe(800.0, 2.5);
+        l.observe(1200.0, 1.0);
+        let v = l.verdicts("MiB/sec");
+        assert_eq!(v.len(), 2);
+        // The best bandwidth (1200) passes -w 1000; the best rate (2.5)
+        // passes -y 2.
+        assert!(v.iter().all(VerdictRecord::pass), "{v:?}");
+        let mut l = Limits::new(Some(1000.0), None);
+        l.observe(999.0, 9.0);
+        let v = l.verdicts("Gb/sec");
+        assert_eq!(v.len(), 1);
+        let VerdictRecord::Limit(lv) = &v[0] else {
+            panic!("{v:?}")
+        };
+        assert!(!lv.pass);
+        assert_eq!(lv.perftest_error(), "Error: BW result is below bw limit");
+        assert_eq!(lv.unit, "Gb/sec");
+        assert!(Limits::new(None, None).verdicts("MiB/sec").is_empty());
     }
 }
