@@ -1029,6 +1029,100 @@ mod tests {
         )
     }
 
+    #[test]
+    fn run_options_are_built_once_with_the_adjusted_configuration() {
+        // A client: the -A operation's spec, its configuration adjusted
+        // (-t clamped to -n), perftest's note said, one device.
+        let p = parse_args(
+            TestSpec::FETCH_ADD_BW,
+            &[
+                "-A",
+                "CMP_AND_SWAP",
+                "-n",
+                "64",
+                "-t",
+                "128",
+                "-d",
+                "mlx5_0",
+                "-x",
+                "3",
+                "srv",
+            ],
+        )
+        .unwrap();
+        let b = p.run_options(TestSpec::FETCH_ADD_BW).unwrap();
+        let o = &b.options;
+        assert_eq!(o.spec, TestSpec::CMP_SWAP_BW);
+        let RoleOptions::Client { server, config } = &o.role else {
+            panic!("{:?}", o.role)
+        };
+        assert_eq!(server, "srv");
+        let Configuration::Bw(c) = config else {
+            panic!("{config:?}")
+        };
+        assert_eq!((c.iters, c.tx_depth), (64, 64));
+        assert_eq!(b.said.len(), 1, "{:?}", b.said);
+        assert!(
+            b.said[0].ends_with(
+                ": note: -t/--tx-depth 128 is above the 64 iterations; using 64 (as perftest)"
+            ),
+            "{:?}",
+            b.said
+        );
+        assert_eq!(
+            o.devices,
+            [DeviceSelection {
+                name: Some("mlx5_0".into()),
+                port: None,
+                gid_index: Some(3)
+            }]
+        );
+        assert!(o.connection.retry_refused && o.output.stdout_table && o.local.banner);
+        // --output: no banner; --out_json: its file.
+        let p = parse_args(
+            TestSpec::WRITE_BW,
+            &[
+                "--output",
+                "bandwidth",
+                "--out_json",
+                "--report_gbits",
+                "srv",
+            ],
+        )
+        .unwrap();
+        let o = p.run_options(TestSpec::WRITE_BW).unwrap().options;
+        assert!(!o.local.banner);
+        assert_eq!(o.output.unit, Unit::Gbps);
+        assert_eq!(
+            o.output.out_json.as_deref(),
+            Some(std::path::Path::new(
+                engine::format::perftest_json::DEFAULT_FILE
+            ))
+        );
+        // A server: no configuration, and the test flags it ignores said.
+        let p = parse_args(TestSpec::WRITE_BW, &["-s", "4096", "--persistent"]).unwrap();
+        let b = p.run_options(TestSpec::WRITE_BW).unwrap();
+        assert!(matches!(b.options.role, RoleOptions::Server));
+        assert!(b.options.connection.persistent);
+        assert_eq!(
+            b.said,
+            [
+                "write_bw: warning: test flags on the server are ignored (-s/--size); the client's configuration is used"
+            ]
+        );
+        // The tx depth's default is the spec's.
+        let p = parse_args(TestSpec::WRITE_BW, &["srv"]).unwrap();
+        let o = p.run_options(TestSpec::WRITE_BW).unwrap().options;
+        let RoleOptions::Client {
+            config: Configuration::Bw(c),
+            ..
+        } = &o.role
+        else {
+            panic!("{:?}", o.role)
+        };
+        assert_eq!(c.tx_depth, TestSpec::WRITE_BW.defaults().tx_depth);
+    }
+
     /// Every argument id the applicability tables (and `applies`' own
     /// cases) name is one of clap's, in every test's command: a misspelt
     /// id would silently apply everywhere.
