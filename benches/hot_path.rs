@@ -80,7 +80,7 @@ fn codec(c: &mut Criterion) {
     let hello = Message::Hello {
         test: "write_bw".into(),
         config: serde_json::to_value(engine::bench::config::BwConfig::default()).unwrap(),
-        side,
+        sides: vec![side],
         qps: qps(16),
     };
     let frame = wire::encode(&hello).unwrap();

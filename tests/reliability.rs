@@ -71,7 +71,7 @@ fn hello(config: &BwConfig, qps: usize) -> Vec<u8> {
     wire::encode(&Message::Hello {
         test: "write_bw".into(),
         config: serde_json::to_value(config).unwrap(),
-        side,
+        sides: vec![side],
         qps: vec![qp; qps],
     })
     .unwrap()

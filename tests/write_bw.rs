@@ -339,15 +339,17 @@ fn client_exits_nonzero_within_the_timeout_when_the_server_dies_mid_run() {
 #[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
 fn client_rejects_a_garbage_or_old_version_server_clearly() {
     let dev = test_device();
-    // A peer speaking perftest's ASCII key exchange.
+    // A peer speaking perftest's ASCII key exchange, and a server of
+    // protocol version 1 (one `side`, not `sides`) answering with an
+    // accept: refused from its header, naming both versions.
     let replies: [(&[u8], &str); 2] = [
         (
             b"0000:0000:000011:a3b4c5:000002a5:00005586edf1f000:",
             "perftest",
         ),
         (
-            &[b'R', b'D', b'P', b'F', 0, 0, 2, 0, 0, 0, 0, 2, b'{', b'}'],
-            "version 0",
+            &[b'R', b'D', b'P', b'F', 0, 1, 2, 0, 0, 0, 0, 2, b'{', b'}'],
+            "protocol version 1, we speak 2",
         ),
     ];
     for (reply, expect) in replies {
@@ -395,12 +397,14 @@ fn server_rejects_garbage_and_oversized_tests_and_says_why() {
     drop(connect());
     // Another protocol.
     connect().write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
-    // An old protocol version, and a frame claiming 4 GiB.
+    // An old protocol version (a version 1 client's hello), and a frame
+    // of this version claiming 4 GiB.
     connect()
-        .write_all(&[b'R', b'D', b'P', b'F', 0, 0, 1, 0, 0, 0, 0, 2, b'{', b'}'])
+        .write_all(&[b'R', b'D', b'P', b'F', 0, 1, 1, 0, 0, 0, 0, 2, b'{', b'}'])
         .unwrap();
+    let [hi, lo] = engine::proto::wire::PROTOCOL_VERSION.to_be_bytes();
     connect()
-        .write_all(&[b'R', b'D', b'P', b'F', 0, 1, 1, 0, 0xff, 0xff, 0xff, 0xff])
+        .write_all(&[b'R', b'D', b'P', b'F', hi, lo, 1, 0, 0xff, 0xff, 0xff, 0xff])
         .unwrap();
     // A peer that trickles a byte a second: cut off at --timeout (3 s)
     // after it connected, not 3 s after its last byte.
@@ -427,7 +431,7 @@ fn server_rejects_garbage_and_oversized_tests_and_says_why() {
     for (i, expect) in [
         "closed",
         "magic",
-        "version 0",
+        "protocol version 1, we speak 2",
         "exceeds the maximum",
         "timed out",
     ]

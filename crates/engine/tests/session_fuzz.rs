@@ -63,6 +63,8 @@ enum Verdict {
     Invalid,
     /// Valid, but the client offers another number of QPs.
     WrongQps,
+    /// The hello describes other than one device side.
+    Sides,
     /// The server goes on to open the device.
     Accepted,
 }
@@ -91,12 +93,15 @@ fn server_path(msg: &Message) -> Result<Option<Outcome>, TestCaseError> {
 /// the test the Hello asks for, so the name check passes): the decoded
 /// configuration, or the verdict read from the refusal's reason.
 fn server_hello<C: TestConfig>(msg: &Message) -> Result<Result<C, Verdict>, TestCaseError> {
-    let Message::Hello { test, .. } = msg else {
+    let Message::Hello { test, sides, .. } = msg else {
         return Err(TestCaseError::fail("not a hello"));
     };
     let mut server = ServerSession::new(Duration::from_secs(15), u64::MAX);
     let refusal = match server.hello::<C>(msg.clone(), test) {
-        Ok(Ok(hello)) => return Ok(Ok(hello.config)),
+        Ok(Ok(hello)) => {
+            prop_assert_eq!(sides.len(), 1);
+            return Ok(Ok(hello.config));
+        }
         Ok(Err(refusal)) => refusal.reason,
         Err(e) => {
             return Err(TestCaseError::fail(format!(
@@ -105,6 +110,12 @@ fn server_hello<C: TestConfig>(msg: &Message) -> Result<Result<C, Verdict>, Test
         }
     };
     prop_assert!(!refusal.is_empty());
+    // Any count but one is refused, for that reason (the name is right).
+    let sides_refused = refusal.starts_with("this build runs one device per side; ");
+    prop_assert_eq!(sides_refused, sides.len() != 1, "{}", refusal);
+    if sides_refused {
+        return Ok(Err(Verdict::Sides));
+    }
     if refusal.starts_with("malformed configuration: ") {
         return Ok(Err(Verdict::Malformed));
     }
@@ -368,7 +379,9 @@ fn agrees(expect: Expect, got: &Result<Message, WireError>) -> bool {
             expect == Expect::TooLarge && *len > MAX_PAYLOAD && *max == MAX_PAYLOAD
         }
         Err(WireError::UnknownKind(_)) => expect == Expect::Kind,
-        Err(WireError::Malformed { .. } | WireError::TooMany { .. }) => expect == Expect::Payload,
+        Err(WireError::Malformed { .. } | WireError::TooMany { .. } | WireError::TooFew { .. }) => {
+            expect == Expect::Payload
+        }
         Err(_) => false,
     }
 }
@@ -618,7 +631,7 @@ fn hello(test: &str, config: Value, qps: usize, seed: u64) -> Message {
     Message::Hello {
         test: test.into(),
         config,
-        side: side(),
+        sides: vec![side()],
         qps: qp_infos(qps, seed),
     }
 }
@@ -1340,7 +1353,9 @@ fn defaults_and_every_cap_at_once_are_accepted() {
 /// Every QP count `validate` accepts is one a client can offer and a server
 /// can answer: a QP's entry takes 121 bytes of JSON (typical values) to 145
 /// (every field at its widest), so MAX_QPS of them need ~2.4 MB (this failed
-/// with the earlier 1 MiB MAX_PAYLOAD, which held only ~7200).
+/// with the earlier 1 MiB MAX_PAYLOAD, which held only ~7200). It still fits
+/// with MAX_SIDES sides, each with a device name of 64 bytes (the kernel's
+/// longest).
 #[test]
 fn every_valid_qp_count_fits_in_one_hello_and_accept() {
     let c = BwConfig {
@@ -1359,14 +1374,24 @@ fn every_valid_qp_count_fits_in_one_hello_and_accept() {
         len: MAX_SIZE,
     };
     let qps = vec![widest; MAX_QPS as usize];
+    let widest_side = SideInfo {
+        device: "d".repeat(64),
+        gid_index: Some(u32::MAX),
+        gid: [0xff; 16],
+        mtu: u32::MAX,
+        rate: Some("800 Gb/sec (8X XDR)".into()),
+        max_rd_atom: u32::MAX,
+        ..side()
+    };
+    let sides = vec![widest_side; wire::MAX_SIDES];
     let hello = Message::Hello {
         test: "write_bw".into(),
         config: serde_json::to_value(&c).unwrap(),
-        side: side(),
+        sides: sides.clone(),
         qps: qps.clone(),
     };
     let accept = Message::Accept {
-        side: side(),
+        sides,
         qps,
         mtu: 4096,
     };

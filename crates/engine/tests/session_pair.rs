@@ -221,7 +221,7 @@ fn refusal(test: &str, config: serde_json::Value, qps: usize, max_mem: u64) -> O
     let hello = Message::Hello {
         test: test.into(),
         config,
-        side: side("c", 1024),
+        sides: vec![side("c", 1024)],
         qps: (0..qps as u32).map(qp).collect(),
     };
     match server.hello::<BwConfig>(wire(&hello), "write_bw").unwrap() {
@@ -269,7 +269,7 @@ fn the_server_refuses_another_test_a_bad_configuration_and_a_wrong_offer() {
     let hello = Message::Hello {
         test: "write_lat".into(),
         config: lat,
-        side: side("c", 1024),
+        sides: vec![side("c", 1024)],
         qps: vec![qp(1), qp(2)],
     };
     let refused = server
@@ -282,19 +282,80 @@ fn the_server_refuses_another_test_a_bad_configuration_and_a_wrong_offer() {
     );
 }
 
+/// A client of `cfg` that sent its hello (`side`, path MTU 1024, `qps`),
+/// and that hello.
+fn client_after_hello(
+    cfg: &BwConfig,
+    side: &SideInfo,
+    qps: Vec<QpInfo>,
+) -> (ClientSession, Message) {
+    let mut client = ClientSession::new(Walk::of(cfg, cfg.qps as usize, TIMEOUT));
+    let (hello, _) = client.hello(Instant::now(), "write_bw", cfg, side, 1024, qps);
+    (client, hello)
+}
+
+#[test]
+fn the_server_refuses_a_hello_describing_other_than_one_device_side() {
+    let good = serde_json::to_value(bw(&[65536], 1, false)).unwrap();
+    let hello = |sides: Vec<SideInfo>| Message::Hello {
+        test: "write_bw".into(),
+        config: good.clone(),
+        sides,
+        qps: vec![qp(1)],
+    };
+    // Two sides, through the wire; none (which the wire itself refuses),
+    // straight to the state machine.
+    for (msg, n) in [
+        (wire(&hello(vec![side("c", 1024), side("c2", 1024)])), 2),
+        (hello(vec![]), 0),
+    ] {
+        // What the client is sent: the reason, naming both counts.
+        let told = ServerSession::new(TIMEOUT, 1 << 30)
+            .hello::<BwConfig>(msg, "write_bw")
+            .map(|checked| checked.map(|_| ()).map_err(|refusal| refusal.message()));
+        let reason = format!("this build runs one device per side; the client described {n}");
+        assert_eq!(told, Ok(Err(Message::Reject { reason })));
+    }
+    // The client hears it as the server's reason.
+    let (mut client, _) =
+        client_after_hello(&bw(&[65536], 1, false), &side("c", 1024), vec![qp(1)]);
+    let refusal = Message::Reject {
+        reason: "this build runs one device per side; the client described 2".into(),
+    };
+    assert_eq!(
+        client.on_answer(wire(&refusal)).unwrap_err().to_string(),
+        "the peer refused the test: this build runs one device per side; the client described 2"
+    );
+}
+
+#[test]
+fn the_client_sends_one_side_with_the_path_mtu_and_takes_the_servers_one_side() {
+    let cfg = bw(&[64], 1, false);
+    let (mut client, hello) = client_after_hello(&cfg, &side("c", 4096), vec![qp(1)]);
+    let Message::Hello { sides, .. } = wire(&hello) else {
+        panic!("not a hello: {hello:?}");
+    };
+    assert_eq!(sides, vec![side("c", 1024)]);
+    // No side at all is refused too (the wire would refuse it first).
+    let e = client
+        .on_answer(Message::Accept {
+            sides: vec![],
+            qps: vec![qp(2)],
+            mtu: 1024,
+        })
+        .unwrap_err();
+    assert_eq!(e, SessionError::SideCount(0));
+    assert_eq!(
+        e.to_string(),
+        "this build runs one device per side; the server described 0"
+    );
+}
+
 #[test]
 fn a_refusal_or_a_busy_server_reaches_the_client_with_its_reason() {
     let cfg = bw(&[64], 4, false);
     let run = |answer: Message| {
-        let mut client = ClientSession::new(Walk::of(&cfg, 4, TIMEOUT));
-        client.hello(
-            Instant::now(),
-            "write_bw",
-            &cfg,
-            &side("c", 1024),
-            1024,
-            vec![],
-        );
+        let (mut client, _) = client_after_hello(&cfg, &side("c", 1024), vec![]);
         client.on_answer(wire(&answer)).unwrap_err().to_string()
     };
     assert_eq!(
@@ -311,11 +372,20 @@ fn a_refusal_or_a_busy_server_reaches_the_client_with_its_reason() {
     );
     assert_eq!(
         run(Message::Accept {
-            side: side("s", 1000),
+            sides: vec![side("s", 1000)],
             qps: vec![],
             mtu: 1000
         }),
         "server chose an invalid MTU 1000"
+    );
+    // One device per side: an accept describing two is refused.
+    assert_eq!(
+        run(Message::Accept {
+            sides: vec![side("s", 1024), side("s2", 1024)],
+            qps: vec![],
+            mtu: 1024
+        }),
+        "this build runs one device per side; the server described 2"
     );
     assert_eq!(
         run(Message::Barrier { phase: 0 }),
@@ -329,7 +399,7 @@ fn accepted_server(cfg: &BwConfig) -> ServerSession {
     let hello = Message::Hello {
         test: "write_bw".into(),
         config: serde_json::to_value(cfg).unwrap(),
-        side: side("c", 1024),
+        sides: vec![side("c", 1024)],
         qps: (0..cfg.qps).map(qp).collect(),
     };
     server

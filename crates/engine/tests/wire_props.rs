@@ -10,8 +10,8 @@ use support::header;
 use std::io::{self, Cursor, Read};
 
 use engine::proto::wire::{
-    HEADER_LEN, MAGIC, MAX_PAYLOAD, Message, PROTOCOL_VERSION, QpInfo, SideInfo, WireError, decode,
-    encode, read_message,
+    HEADER_LEN, MAGIC, MAX_PAYLOAD, MAX_SIDES, Message, PROTOCOL_VERSION, QpInfo, SideInfo,
+    WireError, decode, encode, read_message,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -81,19 +81,28 @@ fn side() -> impl Strategy<Value = SideInfo> {
         )
 }
 
+/// Lists of sides of every length a message may hold: mostly short, and
+/// the bound.
+fn sides() -> impl Strategy<Value = Vec<SideInfo>> {
+    prop_oneof![
+        4 => prop::collection::vec(side(), 1..4),
+        1 => prop::collection::vec(side(), MAX_SIDES..=MAX_SIDES),
+    ]
+}
+
 fn message() -> impl Strategy<Value = Message> {
     let qps = || prop::collection::vec(qp(), 0..8);
     prop_oneof![
-        ("\\PC{0,16}", json(), side(), qps()).prop_map(|(test, config, side, qps)| {
+        ("\\PC{0,16}", json(), sides(), qps()).prop_map(|(test, config, sides, qps)| {
             Message::Hello {
                 test,
                 config,
-                side,
+                sides,
                 qps,
             }
         }),
-        (side(), qps(), any::<u32>()).prop_map(|(side, qps, mtu)| Message::Accept {
-            side,
+        (sides(), qps(), any::<u32>()).prop_map(|(sides, qps, mtu)| Message::Accept {
+            sides,
             qps,
             mtu
         }),
@@ -142,6 +151,7 @@ fn class(e: &WireError) -> &'static str {
         WireError::UnknownKind(_) => "kind",
         WireError::Malformed { .. } => "malformed",
         WireError::TooMany { .. } => "too many",
+        WireError::TooFew { .. } => "too few",
     }
 }
 
@@ -292,6 +302,36 @@ proptest! {
         let mut bytes = header(version, kind, flags, len);
         bytes.extend_from_slice(&payload);
         both_agree(&bytes, vec![])?;
+    }
+
+    #[test]
+    fn a_side_count_outside_one_to_max_sides_is_refused_at_decode(
+        msg in message(),
+        count in prop_oneof![Just(0usize), MAX_SIDES + 1..MAX_SIDES + 4],
+        sizes in prop::collection::vec(0usize..64, 0..4),
+    ) {
+        // The JSON a peer would send (encoding refuses these lists).
+        let mut msg = msg;
+        let (Message::Hello { sides, .. } | Message::Accept { sides, .. }) = &mut msg else {
+            return Ok(());
+        };
+        let one = sides[0].clone();
+        *sides = vec![one; count];
+        let Value::Object(mut outer) = serde_json::to_value(&msg).unwrap() else {
+            panic!("a struct variant serialises as an object");
+        };
+        let payload = serde_json::to_vec(&outer.remove(msg.name()).unwrap()).unwrap();
+        let mut bytes = header(PROTOCOL_VERSION, msg.kind(), 0, payload.len() as u32);
+        bytes.extend_from_slice(&payload);
+        let e = decode(&bytes).unwrap_err();
+        match e {
+            WireError::TooFew { what: "device sides", count: 0, min: 1 } => prop_assert_eq!(count, 0),
+            WireError::TooMany { what: "device sides", count: c, max: MAX_SIDES } => {
+                prop_assert_eq!(c, count)
+            }
+            other => prop_assert!(false, "{:?}", other),
+        }
+        both_agree(&bytes, sizes)?;
     }
 
     #[test]

@@ -13,8 +13,8 @@
 //!
 //! ```text
 //! client                                server
-//!   Hello{test, config, side, qps}  ->    ServerSession::hello (refuse: Reject)
-//!                                   <-    Accept{side, qps, mtu}
+//!   Hello{test, config, sides, qps} ->    ServerSession::hello (refuse: Reject)
+//!                                   <-    Accept{sides, qps, mtu}
 //!   per phase:  Barrier{p}          ->    ServerSession::next -> Phase
 //!                                   <-    Barrier{p}
 //!               (both measure)
@@ -26,6 +26,10 @@
 //!
 //! Results and configurations are typed here and JSON on the wire
 //! ([`crate::proto::wire`] stays independent of the configuration types).
+//!
+//! `sides` is a list (one entry per device) so that a run over every NIC
+//! of a node changes no message; this build runs one device per side, so
+//! both machines send exactly one entry and refuse any other count.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -128,6 +132,8 @@ pub enum SessionError {
     Busy(String),
     /// The server chose an MTU that is none.
     InvalidMtu(u32),
+    /// The server's accept described this many device sides, not one.
+    SideCount(usize),
     /// The client started a phase beyond the test's sizes.
     PhaseBeyondSizes {
         /// The phase.
@@ -160,6 +166,10 @@ impl fmt::Display for SessionError {
             Self::PeerRefused(reason) => write!(f, "the peer refused the test: {reason}"),
             Self::Busy(reason) => write!(f, "the server is busy: {reason}"),
             Self::InvalidMtu(mtu) => write!(f, "server chose an invalid MTU {mtu}"),
+            Self::SideCount(count) => write!(
+                f,
+                "this build runs one device per side; the server described {count}"
+            ),
             Self::PhaseBeyondSizes { phase, sizes } => {
                 write!(f, "client started phase {phase} of a {sizes}-size test")
             }
@@ -337,7 +347,7 @@ enum ClientAt {
 /// What the server answered the client's hello with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accepted {
-    /// The server's side.
+    /// The server's side (the one entry of its `sides`).
     pub side: SideInfo,
     /// The server's QPs, one per client QP.
     pub qps: Vec<QpInfo>,
@@ -387,8 +397,9 @@ impl ClientSession {
     }
 
     /// The hello to send — the test, its configuration, our side with the
-    /// path MTU we propose, our QPs — and the bound on the answer (the
-    /// server creates as many QPs as we offer before it answers).
+    /// path MTU we propose (the one entry of `sides`), our QPs — and the
+    /// bound on the answer (the server creates as many QPs as we offer
+    /// before it answers).
     pub fn hello<C: TestConfig>(
         &mut self,
         now: Instant,
@@ -404,7 +415,7 @@ impl ClientSession {
         let hello = Message::Hello {
             test: test.into(),
             config,
-            side: with_mtu(side, mtu),
+            sides: vec![with_mtu(side, mtu)],
             qps,
         };
         (hello, bound)
@@ -413,12 +424,15 @@ impl ClientSession {
     /// The server's answer to the hello.
     ///
     /// # Errors
-    /// A refusal, a busy server, an invalid MTU, another message.
+    /// A refusal, a busy server, an accept describing other than one
+    /// device side, an invalid MTU, another message.
     pub fn on_answer(&mut self, answer: Message) -> Result<Accepted, SessionError> {
         debug_assert_eq!(self.at, ClientAt::Hello);
         self.at = ClientAt::Finished;
         match answer {
-            Message::Accept { side, qps, mtu } => {
+            Message::Accept { sides, qps, mtu } => {
+                let [side] = <[SideInfo; 1]>::try_from(sides)
+                    .map_err(|sides| SessionError::SideCount(sides.len()))?;
                 if !PATH_MTUS.contains(&mtu) {
                     return Err(SessionError::InvalidMtu(mtu));
                 }
@@ -585,7 +599,7 @@ impl std::error::Error for Refusal {}
 pub struct Hello<C> {
     /// The test configuration, decoded and valid.
     pub config: C,
-    /// The client's side.
+    /// The client's side (the one entry of its `sides`).
     pub side: SideInfo,
     /// The client's QPs.
     pub qps: Vec<QpInfo>,
@@ -650,8 +664,9 @@ impl ServerSession {
     }
 
     /// The client's first message, for a server of `test`: the test must
-    /// be `test`, its configuration must decode and `validate`, and the
-    /// QPs offered must fit it.
+    /// be `test`, it must describe exactly one device side, its
+    /// configuration must decode and `validate`, and the QPs offered must
+    /// fit it.
     ///
     /// # Errors
     /// A [`Refusal`] (send its message), or a message that is not a hello.
@@ -665,7 +680,7 @@ impl ServerSession {
         let Message::Hello {
             test: asked,
             config,
-            side,
+            sides,
             qps,
         } = first
         else {
@@ -678,6 +693,15 @@ impl ServerSession {
                 printable(&asked, 64)
             ));
         }
+        let side = match <[SideInfo; 1]>::try_from(sides) {
+            Ok([side]) => side,
+            Err(sides) => {
+                return refuse(format!(
+                    "this build runs one device per side; the client described {}",
+                    sides.len()
+                ));
+            }
+        };
         let config: C = match serde_json::from_value(config) {
             Ok(c) => c,
             Err(e) => return refuse(format!("malformed configuration: {e}")),
@@ -712,12 +736,13 @@ impl ServerSession {
         Ok(())
     }
 
-    /// The acceptance to send: our side, QPs and the path MTU.
+    /// The acceptance to send: our side (the one entry of `sides`), QPs
+    /// and the path MTU.
     pub fn accept(&mut self, side: &SideInfo, mtu: u32, qps: Vec<QpInfo>) -> Message {
         debug_assert_eq!(self.at, ServerAt::Checked);
         self.at = ServerAt::Between;
         Message::Accept {
-            side: with_mtu(side, mtu),
+            sides: vec![with_mtu(side, mtu)],
             qps,
             mtu,
         }

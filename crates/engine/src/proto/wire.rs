@@ -34,7 +34,9 @@ use crate::results::record::SideRecord;
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"RDPF";
 /// The protocol version this build speaks; both sides must agree exactly.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Version 2: `Hello` and `Accept` carry `sides`, a list of [`SideInfo`]
+/// (one per device), where version 1 carried one `side`.
+pub const PROTOCOL_VERSION: u16 = 2;
 /// Largest accepted payload, in bytes.
 /// 4 MiB: a `Hello` or `Accept` with `MAX_QPS` queue pairs at their widest
 /// (about 145 bytes of JSON each, 2.4 MB) fits.
@@ -43,6 +45,15 @@ pub const MAX_PAYLOAD: u32 = 4 << 20;
 pub const HEADER_LEN: usize = 12;
 /// Largest accepted number of queue pairs in one message.
 pub const MAX_QPS: usize = 16384;
+/// Largest accepted number of device sides (`sides`) in one `Hello` or
+/// `Accept`; at least one is required.
+/// 64: a node has at most 8 to 16 rails (RDMA NICs, some of them
+/// dual-port), so 64 leaves room for every port of every device of the
+/// biggest nodes while keeping what a peer can make us hold small: a side
+/// is at most a few hundred bytes of JSON (a device name is at most 64
+/// bytes), so 64 of them add tens of KB to a `Hello`, far inside
+/// [`MAX_PAYLOAD`].
+pub const MAX_SIDES: usize = 64;
 
 /// Longest error reason kept from a malformed payload, in bytes.
 const MAX_REASON: usize = 200;
@@ -110,21 +121,23 @@ pub struct SideInfo {
 pub enum Message {
     /// Kind 1, client to server: the test the client wants to run, its
     /// configuration (opaque JSON, so that the codec does not depend on
-    /// the configuration types), its port and its queue pairs.
+    /// the configuration types), its devices and ports and its queue pairs.
     Hello {
         /// Test name, e.g. `write_bw`.
         test: String,
         /// The test configuration.
         config: Value,
-        /// The client's device and port.
-        side: SideInfo,
+        /// The client's devices and ports, one entry per device:
+        /// 1..=[`MAX_SIDES`] entries.
+        sides: Vec<SideInfo>,
         /// The client's queue pairs.
         qps: Vec<QpInfo>,
     },
     /// Kind 2, server to client: the server runs the test.
     Accept {
-        /// The server's device and port.
-        side: SideInfo,
+        /// The server's devices and ports, one entry per device:
+        /// 1..=[`MAX_SIDES`] entries.
+        sides: Vec<SideInfo>,
         /// The server's queue pairs, one per client queue pair.
         qps: Vec<QpInfo>,
         /// The path MTU both sides use, in bytes.
@@ -307,6 +320,16 @@ pub enum WireError {
         /// The bound.
         max: usize,
     },
+    /// A list is shorter than its bound (an empty `sides`).
+    #[error("too few {what}: {count} (at least {min})")]
+    TooFew {
+        /// What the list holds, e.g. `device sides`.
+        what: &'static str,
+        /// Its length.
+        count: usize,
+        /// The bound.
+        min: usize,
+    },
 }
 
 impl From<io::Error> for WireError {
@@ -398,14 +421,23 @@ fn parse_header(h: &[u8; HEADER_LEN]) -> Result<(u8, u32), WireError> {
 
 /// Checks every bounded list of a message.
 fn check_limits(msg: &Message) -> Result<(), WireError> {
-    if let Message::Hello { qps, .. } | Message::Accept { qps, .. } = msg
-        && qps.len() > MAX_QPS
-    {
-        return Err(WireError::TooMany {
-            what: "queue pairs",
-            count: qps.len(),
-            max: MAX_QPS,
+    let (Message::Hello { sides, qps, .. } | Message::Accept { sides, qps, .. }) = msg else {
+        return Ok(());
+    };
+    if sides.is_empty() {
+        return Err(WireError::TooFew {
+            what: "device sides",
+            count: 0,
+            min: 1,
         });
+    }
+    for (what, count, max) in [
+        ("device sides", sides.len(), MAX_SIDES),
+        ("queue pairs", qps.len(), MAX_QPS),
+    ] {
+        if count > max {
+            return Err(WireError::TooMany { what, count, max });
+        }
     }
     Ok(())
 }
@@ -724,16 +756,23 @@ mod tests {
             Message::Hello {
                 test: "write_bw".into(),
                 config: serde_json::json!({"size": 65536, "iters": 5000, "bidir": false, "x": [1.5, null]}),
-                side: side(),
+                sides: vec![side()],
                 qps: vec![qp(0), qp(1)],
             },
             Message::Accept {
-                side: SideInfo {
-                    gid_index: None,
-                    rate: None,
-                    link_layer: "IB".into(),
-                    ..side()
-                },
+                sides: vec![
+                    SideInfo {
+                        gid_index: None,
+                        rate: None,
+                        link_layer: "IB".into(),
+                        ..side()
+                    },
+                    SideInfo {
+                        device: "mlx5_1".into(),
+                        port: 2,
+                        ..side()
+                    },
+                ],
                 qps: vec![qp(7)],
                 mtu: 1024,
             },
@@ -858,7 +897,7 @@ mod tests {
     fn payload_is_the_body_as_json_with_hex_gids() {
         let bytes = encode(&Message::Barrier { phase: 4 }).unwrap();
         assert_eq!(&bytes[HEADER_LEN..], br#"{"phase":4}"#);
-        assert_eq!(&bytes[4..8], &[0, 1, 4, 0]);
+        assert_eq!(&bytes[4..8], &[0, 2, 4, 0]);
         let bytes = encode(&Message::Heartbeat).unwrap();
         assert_eq!(&bytes[HEADER_LEN..], b"{}");
         // A result of None is an absent field; Some(null) is null.
@@ -875,7 +914,7 @@ mod tests {
         .unwrap();
         assert_eq!(&bytes[HEADER_LEN..], br#"{"phase":1,"result":null}"#);
         let bytes = encode(&Message::Accept {
-            side: side(),
+            sides: vec![side()],
             qps: vec![],
             mtu: 4096,
         })
@@ -885,6 +924,7 @@ mod tests {
             text.contains(r#""gid":"fe800000000000000000000000000001""#),
             "{text}"
         );
+        assert!(text.contains(r#""sides":[{"device":"mlx5_0","#), "{text}");
     }
 
     #[test]
@@ -975,16 +1015,40 @@ mod tests {
         let e = decode(&f).unwrap_err();
         assert!(matches!(
             e,
-            WireError::VersionMismatch { ours: 1, theirs: 7 }
+            WireError::VersionMismatch { ours: 2, theirs: 7 }
         ));
         assert_eq!(
             e.to_string(),
-            "peer speaks rdmaperf protocol version 7, we speak 1"
+            "peer speaks rdmaperf protocol version 7, we speak 2"
         );
         assert!(matches!(
             read_message(&mut Cursor::new(&f)),
             Err(WireError::VersionMismatch { theirs: 7, .. })
         ));
+    }
+
+    #[test]
+    fn a_version_1_hello_with_one_side_is_a_version_mismatch_not_a_json_error() {
+        // What a version 1 client sends: one `side`, not `sides`. The
+        // header alone refuses it, before its JSON is looked at.
+        let v1 = br#"{"test":"write_bw","config":{},"side":{"device":"d","port":1,"gid_index":null,"gid":"00000000000000000000000000000000","mtu":1024,"link_layer":"IB","rate":null},"qps":[]}"#;
+        let f = frame(1, 1, 0, v1);
+        for e in [
+            decode(&f).unwrap_err(),
+            read_message(&mut Cursor::new(&f)).unwrap_err(),
+        ] {
+            assert!(
+                matches!(e, WireError::VersionMismatch { ours: 2, theirs: 1 }),
+                "{e:?}"
+            );
+            assert_eq!(
+                e.to_string(),
+                "peer speaks rdmaperf protocol version 1, we speak 2"
+            );
+        }
+        // The same body under this version is malformed: `side` is gone.
+        let e = decode(&frame(PROTOCOL_VERSION, 1, 0, v1)).unwrap_err();
+        assert!(e.to_string().contains("unknown field `side`"), "{e}");
     }
 
     #[test]
@@ -1072,10 +1136,14 @@ mod tests {
             (5, b"{\"x\":1}", "unknown field `x`"),
             (8, b"null", "got null"),
             (3, b"{\"reason\":7}", "invalid type"),
-            (2, br#"{"side":{"device":"d","port":300,"gid_index":null,"gid":"00000000000000000000000000000000","mtu":1,"link_layer":"IB","rate":null},"qps":[],"mtu":1}"#, "invalid value"),
-            (2, br#"{"side":{"device":"d","port":1,"gid_index":null,"gid":"zz000000000000000000000000000000","mtu":1,"link_layer":"IB","rate":null},"qps":[],"mtu":1}"#, "32 hex digits"),
-            (2, br#"{"side":{"device":"d","port":1,"gid_index":null,"gid":"00","mtu":1,"link_layer":"IB","rate":null},"qps":[],"mtu":1}"#, "32 hex digits"),
-            (2, br#"{"side":{"device":"d","port":1,"gid_index":null,"gid":[0,0],"mtu":1,"link_layer":"IB","rate":null},"qps":[],"mtu":1}"#, "32 hex digits"),
+            (2, br#"{"sides":[{"device":"d","port":300,"gid_index":null,"gid":"00000000000000000000000000000000","mtu":1,"link_layer":"IB","rate":null}],"qps":[],"mtu":1}"#, "invalid value"),
+            (2, br#"{"sides":[{"device":"d","port":1,"gid_index":null,"gid":"zz000000000000000000000000000000","mtu":1,"link_layer":"IB","rate":null}],"qps":[],"mtu":1}"#, "32 hex digits"),
+            (2, br#"{"sides":[{"device":"d","port":1,"gid_index":null,"gid":"00","mtu":1,"link_layer":"IB","rate":null}],"qps":[],"mtu":1}"#, "32 hex digits"),
+            (2, br#"{"sides":[{"device":"d","port":1,"gid_index":null,"gid":[0,0],"mtu":1,"link_layer":"IB","rate":null}],"qps":[],"mtu":1}"#, "32 hex digits"),
+            // One side, not in a list; a list holding something else.
+            (2, br#"{"sides":{"device":"d","port":1,"gid_index":null,"gid":"00000000000000000000000000000000","mtu":1,"link_layer":"IB","rate":null},"qps":[],"mtu":1}"#, "expected a sequence"),
+            (2, br#"{"sides":[7],"qps":[],"mtu":1}"#, "invalid type"),
+            (2, br#"{"side":{"device":"d","port":1,"gid_index":null,"gid":"00000000000000000000000000000000","mtu":1,"link_layer":"IB","rate":null},"qps":[],"mtu":1}"#, "unknown field `side`"),
         ];
         for &(kind, payload, needle) in cases {
             let f = frame(PROTOCOL_VERSION, kind, 0, payload);
@@ -1120,7 +1188,7 @@ mod tests {
         let hello = Message::Hello {
             test: "write_bw".into(),
             config: Value::Null,
-            side: side(),
+            sides: vec![side()],
             qps: qps.clone(),
         };
         let e = encode(&hello).unwrap_err();
@@ -1136,7 +1204,7 @@ mod tests {
 
         // The decoding check, on the payload directly (encoding refuses).
         let accept = Message::Accept {
-            side: side(),
+            sides: vec![side()],
             qps,
             mtu: 4096,
         };
@@ -1147,12 +1215,71 @@ mod tests {
         ));
         // At the bound it is fine.
         let at_bound = Message::Accept {
-            side: side(),
+            sides: vec![side()],
             qps: vec![qp(0); MAX_QPS],
             mtu: 4096,
         };
         let payload = encode_payload(&at_bound).unwrap();
         assert_eq!(decode_payload(2, &payload).unwrap(), at_bound);
+    }
+
+    /// A hello and an accept with `n` sides.
+    fn with_sides(n: usize) -> [Message; 2] {
+        [
+            Message::Hello {
+                test: "write_bw".into(),
+                config: Value::Null,
+                sides: vec![side(); n],
+                qps: vec![qp(0)],
+            },
+            Message::Accept {
+                sides: vec![side(); n],
+                qps: vec![qp(0)],
+                mtu: 4096,
+            },
+        ]
+    }
+
+    #[test]
+    fn no_sides_and_too_many_sides_are_refused_both_ways() {
+        for (n, text) in [
+            (0, "too few device sides: 0 (at least 1)"),
+            (MAX_SIDES + 1, "too many device sides: 65 (at most 64)"),
+        ] {
+            for msg in with_sides(n) {
+                // Encoding refuses it; decoding too (the payload made
+                // directly), from a buffer and from a stream.
+                let payload = encode_payload(&msg).unwrap();
+                let f = frame(PROTOCOL_VERSION, msg.kind(), 0, &payload);
+                for e in [
+                    encode(&msg).unwrap_err(),
+                    decode(&f).unwrap_err(),
+                    read_message(&mut Cursor::new(&f)).unwrap_err(),
+                ] {
+                    assert!(
+                        matches!(
+                            e,
+                            WireError::TooFew {
+                                what: "device sides",
+                                ..
+                            } | WireError::TooMany {
+                                what: "device sides",
+                                ..
+                            }
+                        ),
+                        "{e:?}"
+                    );
+                    assert_eq!(e.to_string(), text);
+                }
+            }
+        }
+        // One, and the bound, are fine.
+        for n in [1, MAX_SIDES] {
+            for msg in with_sides(n) {
+                let f = encode(&msg).unwrap();
+                assert_eq!(decode(&f).unwrap(), (msg, f.len()));
+            }
+        }
     }
 
     #[test]
