@@ -5,7 +5,7 @@ mod support;
 
 use std::process::{Command, Output};
 
-use support::test_device;
+use support::{assert_each_bad_flag_exits_2, free_port, test_device};
 
 fn run(bin: &str, args: &[&str]) -> Output {
     let path = match bin {
@@ -249,5 +249,92 @@ fn without_rdma_every_binary_says_no_devices_as_ports_does_and_exits_1() {
         .unwrap_or(false);
     if !host_has_devices {
         assert_every_binary_says(&[], &no_devices("/sys/class/infiniband"));
+    }
+}
+
+/// A bad flag (with its value) and the name its error must give.
+type BadFlag<'a> = (&'a [&'a str], &'a str);
+
+/// Every flag a test judges before it opens a device (clap's types, the
+/// configuration's limits, the flags of other tests), on every binary:
+/// exit 2 naming the flag, no results, no connection — here, where there
+/// is no device, so none of them waits for one. (The flags only the device
+/// can refuse, `-I`, `-x`, `-i`, `-d`, run in the VM: tests/write_bw.rs
+/// and tests/write_lat.rs.)
+#[test]
+fn bad_flags_exit_2_naming_them_before_any_device_or_traffic() {
+    let port = free_port().to_string();
+    let base = ["-p", port.as_str()];
+    let bins: &[(&str, &[BadFlag])] = &[
+        (
+            env!("CARGO_BIN_EXE_write_bw"),
+            &[
+                (&["-s", "0"], "--size"),
+                (&["-s", "9M"], "--size"),
+                (&["-t", "0"], "--tx-depth"),
+                (&["-Q", "2000"], "--cq-mod"),
+                (&["-q", "2", "--threads", "3"], "--threads"),
+                (&["-D", "4", "-f", "2"], "--duration"),
+                (&["-n", "3"], "--iters"),
+                (&["-m", "1500"], "--mtu"),
+                (&["--expect-rate", "fast"], "--expect-rate"),
+                (&["--min-efficiency", "1.5"], "--min-efficiency"),
+                (&["-s", "12Q"], "--size"),
+            ],
+        ),
+        (
+            env!("CARGO_BIN_EXE_write_lat"),
+            &[
+                (&["-s", "0"], "--size"),
+                (&["-n", "2"], "--iters"),
+                (&["-m", "1500"], "--mtu"),
+                (&["--max-latency=0"], "--max-latency"),
+                (&["--percentile", "p42"], "--percentile"),
+            ],
+        ),
+        (
+            env!("CARGO_BIN_EXE_read_bw"),
+            &[
+                (&["-I", "64"], "--inline-size"),
+                (&["-o", "0"], "--outs"),
+                (&["-o", "300"], "--outs"),
+                (&["-s", "0"], "--size"),
+                (&["-t", "0"], "--tx-depth"),
+                (&["--percentile", "p99"], "--percentile"),
+                (&["-H"], "--report-histogram"),
+            ],
+        ),
+        (
+            env!("CARGO_BIN_EXE_read_lat"),
+            &[
+                (&["-b"], "--bidirectional"),
+                (&["-I", "8"], "--inline-size"),
+                (&["-n", "2"], "--iters"),
+                (&["--percentile", "p42"], "--percentile"),
+                (&["-o", "0"], "--outs"),
+            ],
+        ),
+        (
+            env!("CARGO_BIN_EXE_send_bw"),
+            &[
+                (&["-r", "0"], "-r/--rx-depth"),
+                (&["-r", "16385"], "-r/--rx-depth"),
+                (&["-A", "FETCH_AND_ADD"], "-A/--atomic_type"),
+                (&["--write_with_imm"], "--write_with_imm"),
+                (&["-o", "4"], "-o/--outs"),
+            ],
+        ),
+        (
+            env!("CARGO_BIN_EXE_atomic_bw"),
+            &[
+                (&["-s", "16"], "-s/--size"),
+                (&["-a"], "-a/--all"),
+                (&["-A", "SWAP"], "CMP_AND_SWAP"),
+                (&["-I", "8"], "-I/--inline-size"),
+            ],
+        ),
+    ];
+    for (bin, cases) in bins {
+        assert_each_bad_flag_exits_2(bin, &base, cases);
     }
 }

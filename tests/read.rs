@@ -14,8 +14,7 @@ use std::time::Duration;
 
 use support::peers::{self, json_lines};
 use support::{
-    assert_client_fails_soon_after_the_server_dies, assert_each_bad_flag_exits_2, assert_ok,
-    free_port, test_device, text,
+    assert_client_fails_soon_after_the_server_dies, assert_ok, free_port, test_device, text,
 };
 
 const READ_BW: &str = env!("CARGO_BIN_EXE_read_bw");
@@ -311,32 +310,6 @@ fn read_lat_duration_mode_and_verdicts() {
 }
 
 // --- both ------------------------------------------------------------------------
-
-#[test]
-#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
-fn bad_flags_exit_2_naming_them_before_any_traffic() {
-    let dev = test_device();
-    let port = free_port().to_string();
-    let read_bw: &[(&[&str], &str)] = &[
-        (&["-I", "64"], "--inline-size"),
-        (&["-o", "0"], "--outs"),
-        (&["-o", "300"], "--outs"),
-        (&["-s", "0"], "--size"),
-        (&["-t", "0"], "--tx-depth"),
-        (&["--percentile", "p99"], "--percentile"),
-        (&["-H"], "--report-histogram"),
-    ];
-    let read_lat: &[(&[&str], &str)] = &[
-        (&["-b"], "--bidirectional"),
-        (&["-I", "8"], "--inline-size"),
-        (&["-b"], "--bidirectional"),
-        (&["-n", "2"], "--iters"),
-        (&["--percentile", "p42"], "--percentile"),
-        (&["-o", "0"], "--outs"),
-    ];
-    assert_each_bad_flag_exits_2(READ_BW, &dev, &port, read_bw);
-    assert_each_bad_flag_exits_2(READ_LAT, &dev, &port, read_lat);
-}
 
 #[test]
 #[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]

@@ -610,12 +610,13 @@ pub fn assert_ok(out: &std::process::Output, who: &str) {
     );
 }
 
-/// Runs `bin` as a client (`-d dev -p port --timeout 2 ARGS 127.0.0.1`)
-/// with each case's flags, and checks that it exits 2 naming the flag,
-/// prints no results and never tries to connect.
-pub fn assert_each_bad_flag_exits_2(bin: &str, dev: &str, port: &str, cases: &[(&[&str], &str)]) {
+/// Runs `bin` as a client (`BASE --timeout 2 ARGS 127.0.0.1`, BASE e.g.
+/// `-d DEV -p PORT`) with each case's flags, and checks that it exits 2
+/// naming the flag, prints no results and never tries to connect.
+pub fn assert_each_bad_flag_exits_2(bin: &str, base: &[&str], cases: &[(&[&str], &str)]) {
     for (args, flag) in cases {
-        let mut all = vec!["-d", dev, "-p", port, "--timeout", "2"];
+        let mut all = base.to_vec();
+        all.extend_from_slice(&["--timeout", "2"]);
         all.extend_from_slice(args);
         all.push("127.0.0.1");
         let out = Reaper::spawn(bin, &all).wait_bounded(Duration::from_secs(20), "client");
