@@ -410,6 +410,17 @@ fn accepted_server(cfg: &BwConfig) -> ServerSession {
     server
 }
 
+/// Runs phase `phase` on an accepted server, neither side with a result.
+fn run_phase(s: &mut ServerSession, phase: u32) {
+    s.next(&Message::Barrier { phase }).unwrap();
+    s.on_done::<Outcome>(Message::Done {
+        phase,
+        result: None,
+    })
+    .unwrap();
+    s.done::<Outcome>(None);
+}
+
 #[test]
 fn a_client_that_breaks_the_walk_is_an_error_on_the_server() {
     let cfg = bw(&[2, 4, 8], 1, false);
@@ -423,13 +434,7 @@ fn a_client_that_breaks_the_walk_is_an_error_on_the_server() {
     );
     // A goodbye after one of three sizes: answered, then an error.
     let mut s = accepted_server(&cfg);
-    s.next(&Message::Barrier { phase: 0 }).unwrap();
-    s.on_done::<Outcome>(Message::Done {
-        phase: 0,
-        result: None,
-    })
-    .unwrap();
-    s.done::<Outcome>(None);
+    run_phase(&mut s, 0);
     assert_eq!(s.next(&Message::Bye).unwrap(), Next::Bye(Message::Bye));
     assert_eq!(
         s.all_run().unwrap_err().to_string(),
@@ -438,13 +443,7 @@ fn a_client_that_breaks_the_walk_is_an_error_on_the_server() {
     // A phase beyond the sizes.
     let one = bw(&[2], 1, false);
     let mut s = accepted_server(&one);
-    s.next(&Message::Barrier { phase: 0 }).unwrap();
-    s.on_done::<Outcome>(Message::Done {
-        phase: 0,
-        result: None,
-    })
-    .unwrap();
-    s.done::<Outcome>(None);
+    run_phase(&mut s, 0);
     assert_eq!(
         s.next(&Message::Barrier { phase: 1 })
             .unwrap_err()
