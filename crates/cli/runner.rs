@@ -507,7 +507,9 @@ where
             let peer = session
                 .on_done::<M::Outcome>(answer)
                 .map_err(|e| session_error(&ch, e))?;
-            show_progress("");
+            if opts.local.banner {
+                show_progress("");
+            }
             if let Some(shown) = m.shown(&side, Role::Client, size, mine.as_ref(), peer)? {
                 report_size(&mut out, &ctx, size, shown, &mut summary.sizes)?;
             }
