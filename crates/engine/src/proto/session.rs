@@ -382,7 +382,6 @@ pub struct ClientSession {
     walk: Walk,
     at: ClientAt,
     phase: u32,
-    completed: usize,
 }
 
 impl ClientSession {
@@ -392,7 +391,6 @@ impl ClientSession {
             walk,
             at: ClientAt::Start,
             phase: 0,
-            completed: 0,
         }
     }
 
@@ -520,7 +518,6 @@ impl ClientSession {
         let result = decode_result(result, "the server's")?;
         self.at = ClientAt::Between;
         self.phase += 1;
-        self.completed += 1;
         Ok(result)
     }
 
@@ -543,9 +540,10 @@ impl ClientSession {
         }
     }
 
-    /// Phases completed (both results exchanged).
+    /// Phases completed (both results exchanged): every phase before the
+    /// current one.
     pub fn completed(&self) -> usize {
-        self.completed
+        self.phase as usize
     }
 
     /// The phase being run, if one is (its barrier sent, its results not
@@ -563,7 +561,7 @@ impl ClientSession {
     /// periods that ran (and the one cut).
     pub fn total(&self) -> usize {
         if self.walk.endless {
-            self.completed + usize::from(self.in_progress().is_some())
+            self.completed() + usize::from(self.in_progress().is_some())
         } else {
             self.walk.sizes.len()
         }
@@ -637,7 +635,6 @@ pub struct ServerSession {
     walk: Option<Walk>,
     at: ServerAt,
     phase: u32,
-    completed: usize,
 }
 
 /// What the client asked for next.
@@ -659,7 +656,6 @@ impl ServerSession {
             walk: None,
             at: ServerAt::Hello,
             phase: 0,
-            completed: 0,
         }
     }
 
@@ -829,7 +825,6 @@ impl ServerSession {
         };
         self.at = ServerAt::Between;
         self.phase += 1;
-        self.completed += 1;
         msg
     }
 
@@ -850,9 +845,9 @@ impl ServerSession {
         }
     }
 
-    /// Phases completed.
+    /// Phases completed: every phase before the current one.
     pub fn completed(&self) -> usize {
-        self.completed
+        self.phase as usize
     }
 
     /// The size of the phase in progress, if one is.
