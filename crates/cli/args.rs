@@ -751,7 +751,7 @@ impl Cli {
             )));
         }
         let cfg = self.checked(spec, cfg)?;
-        if !self.no_peak && !self.output_plan().shows_peak(&cfg) {
+        if !self.no_peak && !cfg.measures_peak() {
             notes.push(NO_PEAK_WARNING.into());
         }
         if self.cpu_util && cfg.duration.is_none() {

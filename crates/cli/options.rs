@@ -24,9 +24,6 @@ use engine::results::lat::Percentile;
 
 use crate::placement::Placement;
 
-/// Iterations above which perftest stops measuring the peak.
-pub const PEAK_ITERS_LIMIT: u64 = 20_000;
-
 /// Everything one side of a run needs.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -184,11 +181,11 @@ pub struct OutputPlan {
 }
 
 impl OutputPlan {
-    /// Whether the bandwidth table shows a peak: not with `-N`, `-D`, or
-    /// more than [`PEAK_ITERS_LIMIT`] iterations (perftest's rules; it
-    /// prints 0.00).
+    /// Whether the bandwidth table shows a peak: not with `-N`, nor where
+    /// perftest measures none ([`BwConfig::measures_peak`]; it prints
+    /// 0.00).
     pub fn shows_peak(&self, cfg: &BwConfig) -> bool {
-        !self.no_peak && cfg.duration.is_none() && cfg.iters <= PEAK_ITERS_LIMIT
+        !self.no_peak && cfg.measures_peak()
     }
 
     /// Whether the CPU column is shown: `--cpu_util` in duration mode

@@ -221,6 +221,9 @@ pub fn setup_budget(qps: u32, timeout: std::time::Duration) -> std::time::Durati
     timeout.saturating_add(SETUP_PER_QP.saturating_mul(qps))
 }
 
+/// Iterations above which perftest stops measuring the peak.
+pub const PEAK_ITERS_LIMIT: u64 = 20_000;
+
 /// perftest's `DEF_RX_SEND`.
 pub const DEFAULT_RX_DEPTH: u32 = 512;
 /// perftest's limit on `-r/--rx-depth`.
@@ -460,6 +463,12 @@ impl BwConfig {
             ));
         }
         Ok(())
+    }
+
+    /// Whether perftest measures a peak for this run: not in duration
+    /// mode, nor above [`PEAK_ITERS_LIMIT`] iterations (it prints 0.00).
+    pub fn measures_peak(&self) -> bool {
+        self.duration.is_none() && self.iters <= PEAK_ITERS_LIMIT
     }
 
     /// Largest message size of the run.
