@@ -40,7 +40,7 @@ use crate::options::RunOptions;
 use crate::output::{FigureLines, Stdout};
 use crate::setup::Port;
 use crate::side::{Layout, Side};
-use engine::bench::plan::{self, Plan, Receiving, Role};
+use engine::bench::plan::{Plan, Receiving, Role};
 use engine::format::banner::BannerInfo;
 
 /// Empty polls between two clock reads.
@@ -951,18 +951,19 @@ impl Measure for BwMeasure {
     }
 
     fn layout(&self, role: Role) -> Layout {
+        let plan = self.plan(role);
         Layout {
             qps: self.cfg.qps,
             threads: self.cfg.threads,
             tx_depth: self.cfg.tx_depth,
             inline_size: self.cfg.inline_size,
             area: self.cfg.buffer_per_qp(),
-            initiates: plan::initiates(&self.cfg, role),
+            initiates: plan.sends,
             access: self.spec.access(),
             huge_pages: self.huge_pages,
             post_path: self.post_path,
-            rx_depth: self.plan(role).recv.map_or(0, |_| self.cfg.rx_depth),
-            recv_len: self.plan(role).recv.map_or(0, |r| r.recv_len),
+            rx_depth: plan.recv.map_or(0, |_| self.cfg.rx_depth),
+            recv_len: plan.recv.map_or(0, |r| r.recv_len),
         }
     }
 
@@ -998,10 +999,11 @@ impl Measure for BwMeasure {
 
     fn banner(&self, role: Role, info: &mut BannerInfo) {
         let c = &self.cfg;
+        let plan = self.plan(role);
         info.qps = c.qps;
-        info.tx_depth = plan::initiates(&self.cfg, role).then_some(c.tx_depth);
+        info.tx_depth = plan.sends.then_some(c.tx_depth);
         info.post_list = c.post_list;
-        info.rx_depth = self.plan(role).recv.map(|_| c.rx_depth);
+        info.rx_depth = plan.recv.map(|_| c.rx_depth);
         info.cq_mod = c.cq_mod;
         info.poll_batch = POLL_BATCH as u32;
         info.bidirectional = c.bidirectional;
@@ -1173,7 +1175,7 @@ impl Measure for BwMeasure {
         // perftest checks its limits where a side measured (both sides of
         // a bidirectional run); the runner asks only the client for its
         // verdicts, so here the client judges.
-        let mut verdicts = if plan::initiates(&self.cfg, self.role) {
+        let mut verdicts = if self.plan(self.role).sends {
             self.limits.verdicts(self.style.unit.label())
         } else {
             Vec::new()

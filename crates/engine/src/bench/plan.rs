@@ -68,18 +68,13 @@ impl Plan {
             }
         });
         Self {
-            sends: initiates(cfg, role),
+            // The client posts; the server too with `-b`.
+            sends: role == Role::Client || cfg.bidirectional,
             recv,
             peer_receives,
             drain: peer_receives || spec.is_atomic(),
         }
     }
-}
-
-/// Whether `role` posts the test's operations: the client, and the server
-/// too with `-b`.
-pub fn initiates(cfg: &BwConfig, role: Role) -> bool {
-    role == Role::Client || cfg.bidirectional
 }
 
 #[cfg(test)]
