@@ -630,3 +630,65 @@ fn random_and_mutated_byte_streams_never_stop_a_persistent_server() {
     let out = s.wait_bounded(Duration::from_secs(20), "server");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+/// Voluntary context switches of every thread of `pid` so far (the sum of
+/// `voluntary_ctxt_switches` in /proc/PID/task/*/status): one per time a
+/// thread went to sleep, so, over a span, how often the process woke.
+fn wakeups(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// How often `pid` wakes over `span`.
+fn wakeups_over(pid: u32, span: Duration) -> u64 {
+    let before = wakeups(pid);
+    std::thread::sleep(span);
+    wakeups(pid).saturating_sub(before)
+}
+
+/// On a 2-CPU host both sides of a latency test busy-poll, and every time
+/// a thread of ours wakes it takes a CPU from one of them: a server waiting
+/// for a client, and a server whose client is measuring, sleep until
+/// something arrives (a connection, a message, a heartbeat, a signal), not
+/// in polling loops. Allowed in the measured phase: the heartbeats, two a
+/// second each way (ours sent, the client's read), each waking one thread
+/// once or twice; a polling loop of 20-100 ms (as before) is 20-50 a second
+/// on its own.
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn a_server_sleeps_while_it_waits_for_a_client_and_while_the_client_measures() {
+    let dev = test_device();
+    let port = free_port();
+    let span = Duration::from_secs(2);
+    let server = peers::server(WRITE_BW, &dev, port, &[]);
+    server.wait_handlers(Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(500));
+    let waiting = wakeups_over(server.id(), span);
+    let client = peers::client(WRITE_BW, &dev, port, &["-s", "65536", "-D", "8", "-f", "1"]);
+    // Past the set-up and the first margin, inside the measured window.
+    std::thread::sleep(Duration::from_secs(4));
+    let measuring = wakeups_over(server.id(), span);
+    let c = client.wait_bounded(Duration::from_secs(60), "client");
+    let s = server.wait_bounded(Duration::from_secs(30), "server");
+    assert_ok(&c, "client");
+    assert_ok(&s, "server");
+    eprintln!("server wake-ups in {span:?}: {waiting} waiting, {measuring} measuring");
+    assert!(
+        waiting <= 4,
+        "the server woke {waiting} times in {span:?} while it waited for a client"
+    );
+    assert!(
+        measuring <= 16,
+        "the server woke {measuring} times in {span:?} while its client measured"
+    );
+}

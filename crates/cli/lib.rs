@@ -25,6 +25,7 @@ pub mod setup;
 pub mod side;
 pub mod stop;
 pub mod sysfs;
+pub mod wait;
 
 use std::fs::File;
 use std::io::{self, Write};

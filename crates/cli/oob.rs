@@ -4,7 +4,7 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread;
@@ -16,6 +16,7 @@ use engine::proto::wire::{self, Message, WireError};
 use nix::sys::socket::{MsgFlags, recv};
 
 use crate::stop::{self, Interrupted};
+use crate::wait::{self, Woke};
 
 /// How often a side that is busy measuring tells its peer it is alive.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
@@ -63,19 +64,27 @@ impl Listener {
                     return Channel::new(stream, timeout);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    stop::check()?;
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        bail!(
+                    // Asleep until a connection, a signal or the deadline.
+                    match wait::until_readable(&[self.fd()], deadline)
+                        .context("waiting for a client")?
+                    {
+                        Woke::Ready(_) => {}
+                        Woke::Stop(sig) => return Err(Interrupted(sig).into()),
+                        Woke::Deadline => bail!(
                             "no client connected to {}:{} within {accept_timeout:?} (--accept-timeout)",
                             self.bind,
                             self.port
-                        );
+                        ),
                     }
-                    thread::sleep(Duration::from_millis(20));
                 }
                 Err(e) => return Err(e).context("accepting a client"),
             }
         }
+    }
+
+    /// The listening socket, for a wait on the next connection.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.inner.as_fd()
     }
 
     /// A connection waiting to be accepted, if one is (never blocks).
@@ -95,9 +104,9 @@ impl Listener {
 }
 
 /// Reads from a stream with one deadline for the whole message, however
-/// the peer spreads its bytes: each read waits at most the time left, and
-/// at most [`stop::POLL`] before it looks at the stop flag (a signal
-/// interrupts the wait: the io error then carries [`Interrupted`]).
+/// the peer spreads its bytes: each read sleeps until bytes arrive, the
+/// deadline passes or a signal stops the run ([`wait::until_readable`]:
+/// no periodic wake-up; the io error then carries [`Interrupted`]).
 struct Deadlined<'a> {
     stream: &'a TcpStream,
     deadline: Instant,
@@ -106,22 +115,18 @@ struct Deadlined<'a> {
 impl io::Read for Deadlined<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            if let Some(sig) = stop::requested() {
-                return Err(io::Error::other(Interrupted(sig)));
-            }
-            let left = self.deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::ErrorKind::TimedOut.into());
-            }
-            self.stream
-                .set_read_timeout(Some(left.clamp(Duration::from_millis(1), stop::POLL)))?;
-            match io::Read::read(&mut self.stream, buf) {
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) => {}
-                got => return got,
+            match wait::until_readable(&[self.stream.as_fd()], Some(self.deadline))? {
+                Woke::Stop(sig) => return Err(io::Error::other(Interrupted(sig))),
+                Woke::Deadline => return Err(io::ErrorKind::TimedOut.into()),
+                // Readable: this read does not block (`MSG_DONTWAIT` for
+                // this call only, as in `has_pending`).
+                Woke::Ready(_) => {
+                    match recv(self.stream.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT) {
+                        Ok(n) => return Ok(n),
+                        Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
             }
         }
     }

@@ -9,12 +9,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
+
 use engine::proto::wire::{self, Message, SideInfo};
 
 use crate::oob::{Channel, Listener};
 use crate::options::{ConnectionOptions, RunOptions};
 use crate::setup::Port;
 use crate::stop::{self, Signal};
+use crate::wait::{self, Bell, Woke};
 
 /// Shows progress on stderr, only when it is a terminal.
 pub fn show_progress(msg: &str) {
@@ -103,10 +106,17 @@ pub fn run_server(
         // The session's resources (QPs, CQs, memory) live in `serve` and
         // are gone when it returns. Meanwhile other clients are turned away.
         let ended = AtomicBool::new(false);
+        // Wakes the thread below when the session ends: it sleeps until a
+        // connection, this bell or a signal.
+        let bell = Bell::new().context("creating the session's end-of-session bell")?;
         let (result, next) = thread::scope(|s| {
             let turning_away = thread::Builder::new()
                 .name("busy".into())
                 .spawn_scoped(s, || {
+                    let ended = SessionEnd {
+                        flag: &ended,
+                        bell: &bell,
+                    };
                     turn_away(program, &listener, conn, &ended, session, peer, &test)
                 });
             if let Err(e) = &turning_away {
@@ -114,6 +124,7 @@ pub fn run_server(
             }
             let result = serve(&mut ch, hello, port.clone(), &local_side);
             ended.store(true, Ordering::Relaxed);
+            bell.ring();
             let next = turning_away.ok().and_then(|t| t.join().ok()).flatten();
             (result, next)
         });
@@ -152,18 +163,27 @@ fn turn_away(
     program: &str,
     listener: &Listener,
     conn: &ConnectionOptions,
-    done: &AtomicBool,
+    done: &SessionEnd<'_>,
     session: u64,
     client: std::net::SocketAddr,
     test: &str,
 ) -> Option<(Channel, Message)> {
     let bound = conn.timeout.min(TURN_AWAY_BOUND);
-    while !done.load(Ordering::Relaxed) {
+    while !done.flag.load(Ordering::Relaxed) {
         let (stream, addr) = match listener.try_accept() {
             Ok(Some(c)) => c,
             Ok(None) => {
-                thread::sleep(Duration::from_millis(50));
-                continue;
+                // Asleep until a connection, the session's end or a
+                // signal (after which the session ends too: nothing more
+                // to turn away).
+                match wait::until_readable(&[listener.fd(), done.bell.fd()], None) {
+                    Ok(Woke::Ready(_)) => continue,
+                    Ok(Woke::Stop(_)) => return None,
+                    Ok(Woke::Deadline) | Err(_) => {
+                        thread::sleep(Duration::from_millis(50));
+                        continue;
+                    }
+                }
             }
             Err(e) => {
                 eprintln!("{program}: accepting a connection while busy: {e}");
@@ -177,7 +197,7 @@ fn turn_away(
         let Some(hello) = first_hello(program, &mut ch) else {
             continue;
         };
-        if conn.persistent && ends_within(done, HANDOVER_GRACE) {
+        if conn.persistent && ends_within(done.flag, HANDOVER_GRACE) {
             ch.set_timeout(conn.timeout);
             return Some((ch, hello));
         }
@@ -192,6 +212,13 @@ fn turn_away(
         );
     }
     None
+}
+
+/// The end of a session, as the thread that turns clients away sees it:
+/// the flag, set when `serve` returns, and the bell rung right after.
+struct SessionEnd<'a> {
+    flag: &'a AtomicBool,
+    bell: &'a Bell,
 }
 
 /// Whether `done` is set within `grace` (polled every 10 ms).

@@ -1,13 +1,16 @@
 //! Stopping on a signal: SIGINT and SIGTERM set a flag that the measured
-//! loops read at their clock checks and every wait on the peer reads at
-//! least every [`POLL`]; the runner then tells the peer, reports what was
-//! measured and exits 130 (SIGINT) or 143 (SIGTERM). A second signal
-//! exits at once with that code.
+//! loops read at their clock checks, and make the stop pipe ([`pipe`])
+//! readable, which ends every wait on the peer at once ([`crate::wait`]);
+//! the runner then tells the peer, reports what was measured and exits 130
+//! (SIGINT) or 143 (SIGTERM). A second signal exits at once with that
+//! code.
 //!
 //! Also the test hook `RDMAPERF_PAUSE_AT=<point>`: the process stops
 //! itself (SIGSTOP) when it reaches that point of the session, so tests
 //! can freeze or kill a peer in a chosen phase ([`pause_point`]).
 
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -15,8 +18,20 @@ use std::time::Duration;
 
 use signal_hook::consts::{SIGINT, SIGSTOP, SIGTERM};
 
-/// Longest a wait on the peer goes without looking at the stop flag.
+/// Longest a wait that cannot sleep on the stop pipe (a connection
+/// attempt, a handover's grace) goes without looking at the stop flag.
 pub const POLL: Duration = Duration::from_millis(100);
+
+/// The read end of the stop pipe: the handlers of [`install`] write a byte
+/// into its other end; nothing reads it, so it stays readable.
+static PIPE: OnceLock<UnixStream> = OnceLock::new();
+
+/// What a wait polls beside what it waits for: readable once a stop was
+/// requested. `None` where no signal interrupts a wait (no handlers, or
+/// [`install_finishing`]'s, which only end an endless run's period).
+pub fn pipe() -> Option<BorrowedFd<'static>> {
+    PIPE.get().map(AsFd::as_fd)
+}
 
 /// A signal that stops a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +91,16 @@ fn finish() -> &'static Arc<AtomicUsize> {
 /// # Errors
 /// When a handler cannot be registered.
 pub fn install() -> std::io::Result<()> {
-    install_into(received())
+    if INSTALLED.get().is_some() {
+        return Ok(());
+    }
+    let (ringer, waiter) = UnixStream::pair()?;
+    install_into(received())?;
+    for sig in [SIGINT, SIGTERM] {
+        signal_hook::low_level::pipe::register(sig, ringer.try_clone()?)?;
+    }
+    let _ = PIPE.set(waiter);
+    Ok(())
 }
 
 /// Installs the handlers of a run that a signal ends normally
@@ -90,8 +114,10 @@ pub fn install_finishing() -> std::io::Result<()> {
     install_into(finish())
 }
 
+/// Set once handlers are installed (either kind).
+static INSTALLED: OnceLock<()> = OnceLock::new();
+
 fn install_into(target: &'static Arc<AtomicUsize>) -> std::io::Result<()> {
-    static INSTALLED: OnceLock<()> = OnceLock::new();
     if INSTALLED.get().is_some() {
         return Ok(());
     }
