@@ -1058,3 +1058,72 @@ fn a_latency_test_writes_its_percentiles_as_a_prometheus_summary() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// A `--probe-arg` that only some tests take (`-I 64`: inline belongs to
+/// the write and send tests; read_bw, read_lat and atomic_bw refuse it)
+/// does not stop the exporter: it serves, says on stderr which tests refuse
+/// its probe arguments, and a probe of one of those fails with that test's
+/// own message. Arguments that every test refuses are exit 2 before
+/// anything listens.
+#[test]
+fn exporter_serves_with_probe_args_some_tests_refuse_and_refuses_ones_all_refuse() {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let no_rdma = TempDir::new("nordma-probe-args");
+    let no_rdma = no_rdma.root().to_str().unwrap();
+    let exporter = Reaper::spawn_env(
+        RDMAPERF,
+        &[
+            "exporter",
+            "--listen",
+            &listen,
+            "--probe-arg=-I",
+            "--probe-arg=64",
+        ],
+        &[("SYSFS_PATH", no_rdma)],
+    );
+    let limit = Duration::from_secs(20);
+    let (status, _) = http_get_when_up(port, "/metrics", limit);
+    assert_eq!(status, 200);
+    let (status, probe) = http_get(port, "/probe?target=127.0.0.1:1&test=read_bw", limit).unwrap();
+    assert_eq!(status, 200, "{probe}");
+    assert_eq!(
+        sample(&probe, "rdmaperf_probe_success", &[]),
+        Some(0.0),
+        "{probe}"
+    );
+    assert!(
+        probe.starts_with(
+            "# probe failed: read_bw: error: -I/--inline-size: not an option of read_bw: \
+             it belongs to the write tests\n"
+        ),
+        "{probe}"
+    );
+    exporter.signal("TERM");
+    let out = exporter.wait_bounded(Duration::from_secs(10), "exporter");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(
+            "rdmaperf exporter: warning: probes of read_bw, read_lat, atomic_bw will fail: \
+             their tests refuse the --probe-args (read_bw: -I/--inline-size: not an option \
+             of read_bw: it belongs to the write tests)"
+        ),
+        "{err}"
+    );
+
+    let out = Command::new(RDMAPERF)
+        .args([
+            "exporter",
+            "--listen",
+            &format!("127.0.0.1:{}", free_port()),
+            "--probe-arg=--no-such-flag",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--probe-arg: every test refuses them (write_bw: "),
+        "{err}"
+    );
+}

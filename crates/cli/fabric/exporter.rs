@@ -110,26 +110,29 @@ pub fn run(args: &ExporterArgs) -> anyhow::Result<u8> {
     if args.max_size == 0 {
         return Err(UsageError("--max-size must be at least 1 byte".into()).into());
     }
+    // The --probe-args, checked now as each test checks its flags. Ones
+    // that only some tests take (`-I`: the write and send tests) are fine:
+    // a probe of another test fails with that test's own message, as its
+    // command line would. Ones that no test takes are the exporter's usage
+    // error, before it listens.
+    let refusals = probe_arg_refusals(args);
+    let tests: Vec<&str> = IMPLEMENTED.iter().map(|s| s.binary()).collect();
+    let refusing: Vec<&str> = refusals.iter().map(|(t, _)| *t).collect();
+    if let Some((first, why)) = refusals.first() {
+        if tests.iter().all(|t| refusing.contains(t)) {
+            return Err(UsageError(format!(
+                "--probe-arg: every test refuses them ({first}: {why})"
+            ))
+            .into());
+        }
+        eprintln!(
+            "rdmaperf exporter: warning: probes of {} will fail: their tests refuse the \
+             --probe-args ({first}: {why})",
+            refusing.join(", ")
+        );
+    }
     let listener = TcpListener::bind(args.listen)
         .map_err(|e| UsageError(format!("--listen: cannot listen on {}: {e}", args.listen)))?;
-    // The --probe-args, checked now as the test checks them: a bad one is
-    // the exporter's usage error, not every probe's failure.
-    for spec in IMPLEMENTED {
-        let plan = ProbePlan {
-            host: "localhost".into(),
-            port: None,
-            test: spec.binary().into(),
-            size: spec.defaults().size.min(args.max_size),
-            duration: 1,
-        };
-        let prom = Path::new("probe.prom");
-        plan.options(
-            args,
-            prom,
-            Duration::from_secs(u64::from(args.probe_timeout)),
-        )
-        .map_err(|e| UsageError(format!("--probe-arg: {} refuses them: {e}", spec.binary())))?;
-    }
     let exporter = Arc::new(Exporter {
         args: args.clone(),
         probing: Mutex::new(BTreeSet::new()),
@@ -502,6 +505,30 @@ impl ProbePlan {
         v.push(self.host.clone());
         v
     }
+}
+
+/// The tests (each binary once, in [`IMPLEMENTED`]'s order) whose flag
+/// parser refuses a probe's command line with the `--probe-arg`s, and why.
+fn probe_arg_refusals(args: &ExporterArgs) -> Vec<(&'static str, String)> {
+    let mut refusals: Vec<(&'static str, String)> = Vec::new();
+    for spec in IMPLEMENTED {
+        let test = spec.binary();
+        if refusals.iter().any(|(t, _)| *t == test) {
+            continue;
+        }
+        let plan = ProbePlan {
+            host: "localhost".into(),
+            port: None,
+            test: test.into(),
+            size: spec.defaults().size.min(args.max_size),
+            duration: 1,
+        };
+        let budget = Duration::from_secs(u64::from(args.probe_timeout));
+        if let Err(e) = plan.options(args, Path::new("probe.prom"), budget) {
+            refusals.push((test, e.0));
+        }
+    }
+    refusals
 }
 
 /// `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT`.
