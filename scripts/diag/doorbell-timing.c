@@ -11,7 +11,7 @@
  *   gcc -O2 -shared -fPIC -o /tmp/doorbell-timing.so scripts/diag/doorbell-timing.c -ldl
  *   LD_PRELOAD=/tmp/doorbell-timing.so ib_write_bw -d rxe0 -x 0 -s 64 -n 80000 127.0.0.1
  *
- * Used for issue 20 (docs/performance.md, "Not found: write_bw's last 1-3 %").
+ * Used for issue 20 (docs/performance.md, "write_bw's last 1-3 %: placed, not yet fixed").
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
