@@ -652,21 +652,40 @@ fn http_get_when_up(port: u16, path: &str, limit: Duration) -> (u16, String) {
     }
 }
 
+/// An exporter listening on 127.0.0.1:`port` with `extra` flags on a host
+/// without RDMA, whatever this host has: libibverbs reads sysfs under
+/// `SYSFS_PATH`, here an empty directory (returned, with its path).
+fn exporter_without_rdma(tag: &str, port: u16, extra: &[&str]) -> (Reaper, TempDir, String) {
+    let no_rdma = TempDir::new(tag);
+    let path = no_rdma.root().to_str().unwrap().to_owned();
+    let listen = format!("127.0.0.1:{port}");
+    let mut args = vec!["exporter", "--listen", &listen];
+    args.extend_from_slice(extra);
+    let exporter = Reaper::spawn_env(RDMAPERF, &args, &[("SYSFS_PATH", &path)]);
+    (exporter, no_rdma, path)
+}
+
+/// The exporter's answer to `/probe?QUERY` on `port`: a 200 whose
+/// `rdmaperf_probe_success` is `want`; its body.
+fn probe_answer(port: u16, query: &str, want: f64, limit: Duration) -> String {
+    let (status, body) = http_get(port, &format!("/probe?{query}"), limit).unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        sample(&body, "rdmaperf_probe_success", &[]),
+        Some(want),
+        "{body}"
+    );
+    body
+}
+
 #[test]
 fn exporter_refuses_probe_urls_beyond_its_limits_and_keeps_serving() {
     let tree = fixture_str("sysfs/complete");
     let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    // libibverbs reads sysfs under SYSFS_PATH: an empty one is a host
-    // without RDMA, whatever this host has.
-    let no_rdma = TempDir::new("nordma");
-    let no_rdma = no_rdma.root().to_str().unwrap();
-    let _exporter = Reaper::spawn_env(
-        RDMAPERF,
+    let (_exporter, _dir, no_rdma) = exporter_without_rdma(
+        "nordma",
+        port,
         &[
-            "exporter",
-            "--listen",
-            &listen,
             "--sysfs-root",
             &tree,
             "--max-size",
@@ -674,7 +693,6 @@ fn exporter_refuses_probe_urls_beyond_its_limits_and_keeps_serving() {
             "--max-duration",
             "5",
         ],
-        &[("SYSFS_PATH", no_rdma)],
     );
     let limit = Duration::from_secs(20);
     let (status, body) = http_get_when_up(port, "/metrics", limit);
@@ -682,13 +700,7 @@ fn exporter_refuses_probe_urls_beyond_its_limits_and_keeps_serving() {
     assert_promtool_clean(&body, "the exporter's /metrics");
     // A probe whose test finds no device: success 0, the test's own
     // message in the comment, and promtool-clean.
-    let (status, probe) = http_get(port, "/probe?target=127.0.0.1:1&duration=1", limit).unwrap();
-    assert_eq!(status, 200, "{probe}");
-    assert_eq!(
-        sample(&probe, "rdmaperf_probe_success", &[]),
-        Some(0.0),
-        "{probe}"
-    );
+    let probe = probe_answer(port, "target=127.0.0.1:1&duration=1", 0.0, limit);
     let comment = format!(
         "# probe failed: write_bw: error: no RDMA devices in \
          {no_rdma}/class/infiniband (is the driver loaded? for soft-RoCE: rdma link add)\n"
@@ -805,17 +817,11 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
     // A probe of `target` with write_bw for 1 s: 200, its
     // rdmaperf_probe_success `want`, promtool-clean.
     let probe = |target: u16, want: f64, what: &str| {
-        let (status, body) = http_get(
+        let body = probe_answer(
             exporter_port,
-            &format!("/probe?target=127.0.0.1:{target}&test=write_bw&duration=1"),
+            &format!("target=127.0.0.1:{target}&test=write_bw&duration=1"),
+            want,
             Duration::from_secs(40),
-        )
-        .unwrap();
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(
-            sample(&body, "rdmaperf_probe_success", &[]),
-            Some(want),
-            "{body}"
         );
         assert_promtool_clean(&body, what);
     };
@@ -1068,30 +1074,15 @@ fn a_latency_test_writes_its_percentiles_as_a_prometheus_summary() {
 #[test]
 fn exporter_serves_with_probe_args_some_tests_refuse_and_refuses_ones_all_refuse() {
     let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let no_rdma = TempDir::new("nordma-probe-args");
-    let no_rdma = no_rdma.root().to_str().unwrap();
-    let exporter = Reaper::spawn_env(
-        RDMAPERF,
-        &[
-            "exporter",
-            "--listen",
-            &listen,
-            "--probe-arg=-I",
-            "--probe-arg=64",
-        ],
-        &[("SYSFS_PATH", no_rdma)],
+    let (exporter, _dir, _) = exporter_without_rdma(
+        "nordma-probe-args",
+        port,
+        &["--probe-arg=-I", "--probe-arg=64"],
     );
     let limit = Duration::from_secs(20);
     let (status, _) = http_get_when_up(port, "/metrics", limit);
     assert_eq!(status, 200);
-    let (status, probe) = http_get(port, "/probe?target=127.0.0.1:1&test=read_bw", limit).unwrap();
-    assert_eq!(status, 200, "{probe}");
-    assert_eq!(
-        sample(&probe, "rdmaperf_probe_success", &[]),
-        Some(0.0),
-        "{probe}"
-    );
+    let probe = probe_answer(port, "target=127.0.0.1:1&test=read_bw", 0.0, limit);
     assert!(
         probe.starts_with(
             "# probe failed: read_bw: error: -I/--inline-size: not an option of read_bw: \
