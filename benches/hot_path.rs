@@ -1,5 +1,6 @@
 //! Criterion benches of the hot paths: recording a latency sample, the
-//! handshake codec, the report writers, and — when `RDMAPERF_TEST_DEVICE`
+//! handshake codec, the report writers, making a bandwidth loop's work
+//! requests ready (built and batched, or prepared), and — when `RDMAPERF_TEST_DEVICE`
 //! names a device (inside the soft-RoCE VM: `scripts/vm-run -- cargo bench`
 //! or the built bench binary) — one post-and-poll round trip on a connected
 //! QP pair.
@@ -17,8 +18,8 @@ use engine::proto::wire::{self, Message, QpInfo, SideInfo};
 use engine::results::bw::{BwResult, Measurement};
 use engine::results::lat::{LatRecorder, LatStats};
 use verbs::{
-    AccessFlags, BoundQueuePair, ConnectOptions, Context, PostPath, QueuePairCaps, SendWr,
-    WorkCompletion,
+    AccessFlags, BoundQueuePair, ConnectOptions, Context, LocalSge, PostPath, PreparedSends,
+    QueuePairCaps, RemoteMemory, SendBatch, SendWr, WorkCompletion,
 };
 
 fn stats_path(c: &mut Criterion) {
@@ -130,6 +131,62 @@ fn reports(c: &mut Criterion) {
     });
 }
 
+/// Making a bandwidth loop's requests ready to post, per post of
+/// `post_list` WRITEs of 64 B along the 4 KiB ring: built and pushed into
+/// a batch (the loop before issue 20) against a prepared list whose ids,
+/// offsets and signal flags are set (the loop now). Host only: no device.
+fn request_building(c: &mut Criterion) {
+    let local = LocalSge {
+        addr: 0x10_0000,
+        length: 64,
+        lkey: 1,
+    };
+    let remote = RemoteMemory {
+        addr: 0x20_0000,
+        len: 4096,
+        rkey: 2,
+    };
+    let offset = |i: u64| (i % 64) * 64;
+    let mut group = c.benchmark_group("requests");
+    for post_list in [1u64, 16] {
+        let mut batch = SendBatch::with_capacity(post_list as usize);
+        let mut i = 0u64;
+        group.bench_function(format!("built_and_batched/{post_list}"), |b| {
+            b.iter(|| {
+                batch.clear();
+                for _ in 0..post_list {
+                    let at = offset(i);
+                    let l = LocalSge {
+                        addr: local.addr + at,
+                        ..local
+                    };
+                    let r = RemoteMemory {
+                        addr: remote.addr + at,
+                        ..remote
+                    };
+                    let wr = SendWr::write(i, l, r).unwrap().signaled(i % 16 == 15);
+                    batch.push(black_box(&wr)).unwrap();
+                    i += 1;
+                }
+                black_box(&batch);
+            })
+        });
+        let template = SendWr::write(0, local, remote).unwrap();
+        let mut list = PreparedSends::new(&template, post_list as usize, 4096).unwrap();
+        let mut i = 0u64;
+        group.bench_function(format!("prepared/{post_list}"), |b| {
+            b.iter(|| {
+                for k in 0..post_list as usize {
+                    list.set(k, black_box(i), offset(i), i % 16 == 15).unwrap();
+                    i += 1;
+                }
+                black_box(&list);
+            })
+        });
+    }
+    group.finish();
+}
+
 /// One RDMA WRITE of 2 bytes posted and its completion polled, on a QP
 /// pair connected to itself through the device, on each post path
 /// (`ibv_post_send` and `ibv_wr_*`), in one run so their ratio is
@@ -190,6 +247,15 @@ fn post_and_poll(c: &mut Criterion) {
                 assert!(wc[0].is_success());
             })
         });
+        let mut prepared = PreparedSends::new(&write, 1, 2).unwrap();
+        group.bench_function(format!("{name}/prepared"), |bch| {
+            bch.iter(|| {
+                a.post_prepared(&mut prepared).unwrap();
+                cq_a.poll_until(&mut wc, Instant::now() + Duration::from_secs(5))
+                    .expect("a completion within 5 s");
+                assert!(wc[0].is_success());
+            })
+        });
     }
     group.finish();
 }
@@ -200,6 +266,7 @@ criterion_group!(
     clock_reads,
     codec,
     reports,
+    request_building,
     post_and_poll
 );
 criterion_main!(benches);

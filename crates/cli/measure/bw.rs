@@ -6,7 +6,8 @@
 //! immediate) the same loop checks, counts and re-posts the receives
 //! ([`Plan`]). What it may post and when it is done is
 //! [`engine::bench::sched::BwScheduler`]'s decision, so the
-//! loop itself only builds work requests, posts, polls and reads the
+//! loop itself only moves its prepared work requests (ids, ring offsets,
+//! signal flags: [`PreparedSends`]), posts, polls and reads the
 //! clock: when completions arrive and once every
 //! [`POLLS_PER_CLOCK_CHECK`] empty polls. Nothing in it allocates, locks
 //! or formats. Per-thread state (the scheduler's counters) lives on each
@@ -16,13 +17,13 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use engine::bench::config::{BwConfig, ring_offset, ring_slots};
+use engine::bench::config::{BwConfig, RING_BYTES, ring_offset, ring_slots};
 use engine::bench::sched::{
     BwScheduler, DurationWindow, Window, is_recv, recv_slot, wr_id, wr_id_qp,
 };
 use engine::proto::wire::QpInfo;
 use engine::results::bw::{Measurement, Timeline};
-use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendBatch, SendWr, WorkCompletion};
+use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, PreparedSends, SendWr, WorkCompletion};
 
 use engine::bench::spec::{TestSpec, Verb};
 use engine::fabric::link::{self, CounterSnapshot, ExpectRate, LinkRate, VerdictInput};
@@ -60,6 +61,12 @@ pub trait BwOp: Copy + Send + Sync {
     /// Message `index` of a QP: the operation on the peer's exposed area
     /// at `remote_addr`.
     fn op(self, remote_addr: u64, rkey: u32, index: u64) -> Op;
+    /// The compare and swap operands of message `index`, for an operation
+    /// whose operands change from message to message.
+    #[inline]
+    fn operands(self, _index: u64) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// RDMA WRITE from our working area into the peer's exposed area (with
@@ -143,14 +150,25 @@ impl BwOp for CmpSwapOp {
     const INLINE: bool = false;
     #[inline]
     fn op(self, remote_addr: u64, rkey: u32, index: u64) -> Op {
-        let compare = index / atomic_words();
+        let (compare, swap) = chain_operands(index);
         Op::CmpSwap {
             remote_addr,
             rkey,
             compare,
-            swap: compare + 1,
+            swap,
         }
     }
+    #[inline]
+    fn operands(self, index: u64) -> Option<(u64, u64)> {
+        Some(chain_operands(index))
+    }
+}
+
+/// Compare-and-swap message `index`'s operands in [`CmpSwapOp`]'s chain.
+#[inline]
+fn chain_operands(index: u64) -> (u64, u64) {
+    let compare = index / atomic_words();
+    (compare, compare + 1)
 }
 
 /// The 8-byte words of a QP's exposed area an atomic test cycles through
@@ -621,7 +639,16 @@ impl<O: BwOp> Worker<'_, O> {
             n,
         );
         let post_list = u64::from(cfg.post_list);
-        let mut batch = SendBatch::with_capacity(cfg.post_list as usize);
+        // Each QP's requests, built and checked once for this size; a
+        // post only moves their offsets (the ring) and signal flags.
+        let window = size.max(RING_BYTES);
+        let mut lists = (0..n)
+            .map(|q| {
+                let template = self.request(q, 0, size, length, true, inline);
+                PreparedSends::new(&template, cfg.post_list as usize, window)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .context("preparing the work requests")?;
         let mut wcs: Vec<WorkCompletion> = vec![WorkCompletion::default(); POLL_BATCH];
         let mut timeline = Timeline::with_capacity(MAX_SAMPLES);
         let mut window = cfg.duration.map(|d| {
@@ -655,15 +682,15 @@ impl<O: BwOp> Worker<'_, O> {
         let mut empty_polls = 0u32;
         let mut next_cq = 0usize;
         loop {
-            for q in 0..n {
+            for (q, list) in lists.iter_mut().enumerate() {
                 while let Some(first) = sched.next_batch(q) {
-                    batch.clear();
-                    for i in first..first + post_list {
-                        let wr = self.request(q, i, size, length, sched.signaled(i), inline);
-                        // Capacity is post_list: cannot be full.
-                        let _ = batch.push(&wr);
+                    for (k, i) in (first..first + post_list).enumerate() {
+                        list.set(k, wr_id(q, i), ring_offset(size, i), sched.signaled(i))?;
+                        if let Some((compare, swap)) = self.op.operands(i) {
+                            list.set_compare_swap(k, compare, swap)?;
+                        }
                     }
-                    self.qps[q].post_batch(&mut batch)?;
+                    self.qps[q].post_prepared(list)?;
                     sched.posted(q);
                 }
             }

@@ -33,7 +33,7 @@ use anyhow::{Context as _, anyhow, bail};
 use engine::bench::clock::{ClockSource, TickRate};
 use engine::proto::wire::QpInfo;
 use engine::results::lat::LatRecorder;
-use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, SendWr, WorkCompletion};
+use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, PreparedSends, SendWr, WorkCompletion};
 
 use std::io;
 
@@ -167,7 +167,8 @@ struct Loop<'a, T> {
     recv: Option<RecvRing>,
     recv_off: usize,
     send_off: usize,
-    wr: SendWr,
+    /// The one request, posted again and again unchanged.
+    wr: PreparedSends,
     name: &'static str,
     timeout: Duration,
     /// The samples' clock, also used for the waits' bounds: no second,
@@ -281,7 +282,8 @@ impl SizeRun<'_> {
             }),
             recv_off: side.exposed_offset(0) + len - 1,
             send_off: side.working_offset(0) + len - 1,
-            wr,
+            wr: PreparedSends::new(&wr, 1, u64::from(wr.local.length))
+                .context("preparing the work request")?,
             name,
             timeout,
             ticks,
@@ -408,7 +410,7 @@ impl<T: Ticks> Loop<'_, T> {
         if let Some(f) = flag {
             self.region.write_volatile(self.send_off, f);
         }
-        self.qp.post_send(&self.wr)?;
+        self.qp.post_prepared(&mut self.wr)?;
         let mut deadline = None::<u64>;
         let mut polls = 0u32;
         loop {
@@ -451,7 +453,7 @@ impl<T: Ticks> Loop<'_, T> {
     /// also collects its completion).
     #[inline]
     fn post_message(&mut self) -> anyhow::Result<()> {
-        self.qp.post_send(&self.wr)?;
+        self.qp.post_prepared(&mut self.wr)?;
         self.sends_out += 1;
         Ok(())
     }

@@ -7,6 +7,7 @@ use rdma_sys as ffi;
 
 use crate::error::{Error, Result};
 use crate::mr::{AccessFlags, LocalSge, MemoryRegion};
+use crate::prepared::PreparedSends;
 use crate::qp::{ConnectOptions, Endpoint, QueuePair};
 use crate::wr::{RecvBatch, SendBatch, SendWr};
 
@@ -158,6 +159,35 @@ impl BoundQueuePair {
         // `QueuePair::post_batch` refuses a batch holding a request
         // `post_send` would refuse.
         unsafe { self.qp.post_batch(batch) }
+    }
+
+    /// Posts every request of a prepared list whose window lies in the
+    /// bound region: one range check for the whole list, which keeps each
+    /// request inside its window ([`PreparedSends::set`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`], with nothing posted, when the list's
+    /// window is not inside the bound region or its requests make the
+    /// device write local memory (READ, atomics) and the region lacks
+    /// `LOCAL_WRITE`; otherwise as [`QueuePair::post_prepared`].
+    #[inline]
+    pub fn post_prepared(&self, list: &mut PreparedSends) -> Result<()> {
+        let (base, window, lkey) = list.window();
+        let inside = lkey == self.lkey
+            && base >= self.lo
+            && base.checked_add(window).is_some_and(|end| end <= self.hi);
+        if !inside {
+            return Err(outside_region());
+        }
+        self.may_write_local(list.writes_local)?;
+        // SAFETY: as in `post_send`, for every request of the list: each
+        // names `length` bytes at an offset of at most `window - length`
+        // from `base` (`PreparedSends`' invariant, kept by `set`), so lies
+        // in the window, which lies in `self.region` with its lkey
+        // (checked above); `writes_local` records whether the device
+        // writes those ranges; `QueuePair::post_prepared` relies on
+        // `PreparedSends::new` having refused what `post_send` refuses.
+        unsafe { self.qp.post_prepared(list) }
     }
 
     /// Posts one receive into `local`, a range of the bound region.

@@ -35,11 +35,12 @@
 //! by the provider; a benchmark gives each thread its own QP and CQ.
 //!
 //! # The posting safety contract
-//! Building a work request ([`SendWr`], [`SendBatch`], [`RecvBatch`],
-//! [`MemoryRegion::sge`]) is safe: it is plain data, bounds-checked against
-//! the region it came from. Handing it to the device
+//! Building a work request ([`SendWr`], [`SendBatch`], [`PreparedSends`],
+//! [`RecvBatch`], [`MemoryRegion::sge`]) is safe: it is plain data,
+//! bounds-checked against the region it came from. Handing it to the device
 //! ([`QueuePair::post_send`], [`QueuePair::post_batch`],
-//! [`QueuePair::post_recv`], [`QueuePair::post_recv_batch`]) is `unsafe`:
+//! [`QueuePair::post_prepared`], [`QueuePair::post_recv`],
+//! [`QueuePair::post_recv_batch`]) is `unsafe`:
 //! from that moment the device reads the local memory (WRITE, SEND) or
 //! *writes* it (READ, atomics, receives), so the caller promises that the
 //! memory stays allocated and registered until the request's completion,
@@ -51,6 +52,12 @@
 //! [`BoundQueuePair`] discharges the contract for the rest of the
 //! workspace: it owns a QP and an `Arc` of the one region all its work
 //! uses, checks every post against that region, and drops the QP first.
+//!
+//! # Prepared requests
+//! A hot loop that posts the same kind of request over and over (a
+//! bandwidth test) builds a [`PreparedSends`] list once and changes only
+//! each request's id, offset and signal flag before posting it again, as
+//! perftest does: checked once when made, one range check per post.
 //!
 //! # Two post paths
 //! A queue pair posts send work either with `ibv_post_send`
@@ -92,6 +99,7 @@ mod error;
 mod extended;
 mod mr;
 mod pd;
+mod prepared;
 mod qp;
 mod shared;
 pub mod tsc;
@@ -107,6 +115,7 @@ pub use cq::{CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
 pub use error::{Error, Result};
 pub use mr::{AccessFlags, HUGE_PAGE, LocalSge, MemoryRegion, RemoteMemory};
 pub use pd::ProtectionDomain;
+pub use prepared::PreparedSends;
 pub use qp::{ConnectOptions, Endpoint, PathAttr, PostPath, QpState, QueuePair, QueuePairCaps};
 /// The raw bindings, for what this crate does not wrap.
 pub use rdma_sys as ffi;

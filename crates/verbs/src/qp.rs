@@ -11,6 +11,7 @@ use crate::cq::CompletionQueue;
 use crate::error::{Error, Result, check_ptr, errno_of};
 use crate::mr::{AccessFlags, LocalSge};
 use crate::pd::ProtectionDomain;
+use crate::prepared::PreparedSends;
 use crate::wr::{RecvBatch, SendBatch, SendWr, zeroed_send_wr};
 use crate::wr_ex;
 
@@ -791,28 +792,66 @@ impl QueuePair {
         if let Some(why) = batch.refusal {
             return Err(refused(why));
         }
-        self.check_inline(true, batch.max_inline)?;
+        // SAFETY: every request passed the checks `post_send` makes
+        // (`refusal`, recorded at push and checked above; the inline length
+        // is checked by `post_list`); `wrs[i]`/`sges[i]` are request `i`
+        // as `fill` built it; the caller upholds the memory contract.
+        unsafe { self.post_list(&mut batch.wrs, &mut batch.sges, batch.max_inline) }
+    }
+
+    /// Posts every work request of a [`PreparedSends`] list, as
+    /// [`QueuePair::post_batch`] posts a batch.
+    ///
+    /// # Safety
+    /// As for [`QueuePair::post_send`], for every request in the list.
+    ///
+    /// # Errors
+    /// As for [`QueuePair::post_batch`].
+    #[inline]
+    pub unsafe fn post_prepared(&self, list: &mut PreparedSends) -> Result<()> {
+        // SAFETY: `PreparedSends::new` refused a template `post_send` would
+        // refuse, and `set` keeps each request that template at another
+        // offset (atomics aligned), so each request passes `post_send`'s
+        // checks but the inline length, which `post_list` checks; the
+        // caller upholds the memory contract.
+        unsafe { self.post_list(&mut list.wrs, &mut list.sges, list.max_inline) }
+    }
+
+    /// Posts `wrs[i]` with `sges[i]`, all together.
+    ///
+    /// # Safety
+    /// Every request passed the checks [`QueuePair::post_send`] makes but
+    /// the inline length (checked here against `max_inline`, the longest
+    /// inline payload among them), `wrs[i]` is request `i` as `fill` built
+    /// it with its SGE in `sges[i]`, and the caller upholds `post_send`'s
+    /// memory contract for each.
+    #[inline]
+    unsafe fn post_list(
+        &self,
+        wrs: &mut [ffi::ibv_send_wr],
+        sges: &mut [ffi::ibv_sge],
+        max_inline: u32,
+    ) -> Result<()> {
+        self.check_inline(true, max_inline)?;
         if let Some(qpx) = self.ex {
-            // SAFETY: as in `post_send`, for every request of the batch:
-            // each passed the checks `post_send` makes (`refusal` and the
-            // inline length, recorded at push and checked above), and
-            // `wrs[i]`/`sges[i]` are request `i` as `fill` built it.
-            let rc = unsafe { wr_ex::post_list(qpx, &batch.wrs, &batch.sges) };
+            // SAFETY: `qpx` is this QP's live extended view (`ex`'s
+            // invariant: created with the send ops of every `Op` and
+            // checked by `has_builders`); the requests are as the caller
+            // promises, the inline length checked above.
+            let rc = unsafe { wr_ex::post_list(qpx, wrs, sges) };
             if rc != 0 {
                 return Err(self.post_failed("ibv_wr_complete", rc));
             }
             return Ok(());
         }
-        let wrs = link_list(&mut batch.wrs, &mut batch.sges);
+        let head = link_list(wrs, sges);
         let mut bad = std::ptr::null_mut();
-        // SAFETY: valid QP; `wrs` heads a list of `n` requests, request `i`
-        // linked to `i + 1` and the last to null (`link_list`), each
-        // pointing at its own initialised SGE; all live in `batch`, borrowed
-        // across the call, which copies them before returning. Every
-        // request passed the checks `post_send` makes (`refusal` and inline
-        // length, recorded at push), and the caller upholds the memory
-        // contract for each.
-        let rc = unsafe { ffi::ibv_post_send(self.as_raw(), wrs, &mut bad) };
+        // SAFETY: valid QP; `head` heads a list of the requests, request
+        // `i` linked to `i + 1` and the last to null (`link_list`), each
+        // pointing at its own initialised SGE; all are borrowed across the
+        // call, which copies them before returning. The requests are as
+        // the caller promises, the inline length checked above.
+        let rc = unsafe { ffi::ibv_post_send(self.as_raw(), head, &mut bad) };
         if rc != 0 {
             return Err(self.post_failed("ibv_post_send", rc));
         }
