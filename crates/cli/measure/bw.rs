@@ -17,7 +17,7 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use engine::bench::config::{BwConfig, RING_BYTES, ring_offset, ring_slots};
+use engine::bench::config::{BwConfig, Ring, ring_offset, ring_slots};
 use engine::bench::sched::{
     BwScheduler, DurationWindow, Window, is_recv, recv_slot, wr_id, wr_id_qp,
 };
@@ -641,7 +641,8 @@ impl<O: BwOp> Worker<'_, O> {
         let post_list = u64::from(cfg.post_list);
         // Each QP's requests, built and checked once for this size; a
         // post only moves their offsets (the ring) and signal flags.
-        let window = size.max(RING_BYTES);
+        let ring = Ring::for_size(size);
+        let window = ring.span(size);
         let mut lists = (0..n)
             .map(|q| {
                 let template = self.request(q, 0, size, length, true, inline);
@@ -685,7 +686,7 @@ impl<O: BwOp> Worker<'_, O> {
             for (q, list) in lists.iter_mut().enumerate() {
                 while let Some(first) = sched.next_batch(q) {
                     for (k, i) in (first..first + post_list).enumerate() {
-                        list.set(k, wr_id(q, i), ring_offset(size, i), sched.signaled(i))?;
+                        list.set(k, wr_id(q, i), ring.offset(i), sched.signaled(i))?;
                         if let Some((compare, swap)) = self.op.operands(i) {
                             list.set_compare_swap(k, compare, swap)?;
                         }

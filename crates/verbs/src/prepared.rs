@@ -44,8 +44,10 @@ pub struct PreparedSends {
     lkey: u32,
     /// The largest offset a request may have: `window - length`.
     max_offset: u64,
-    /// Remote address at offset 0 and its key (WRITE, READ, atomics).
-    remote: Option<(u64, u32)>,
+    /// Remote address at offset 0 (WRITE, READ, atomics).
+    remote: u64,
+    /// Whether the requests name a remote address (all but SEND).
+    has_remote: bool,
     /// The template's flags without `IBV_SEND_SIGNALED`.
     flags: u32,
     kind: Kind,
@@ -55,16 +57,14 @@ pub struct PreparedSends {
     pub(crate) writes_local: bool,
 }
 
-/// Which union member of `ibv_send_wr.wr` the remote address lives in.
+/// What a list's requests are, as far as moving them goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// SEND: no remote address.
-    Send,
-    /// WRITE and READ: `wr.rdma`.
-    Rdma,
-    /// Fetch-and-add: `wr.atomic`, operands fixed.
-    FetchAdd { add: u64 },
-    /// Compare-and-swap: `wr.atomic`, operands per request.
+    /// WRITE, READ or SEND.
+    Transfer,
+    /// Fetch-and-add: offsets 8-byte aligned, operands fixed.
+    FetchAdd,
+    /// Compare-and-swap: offsets 8-byte aligned, operands per request.
     CmpSwap,
 }
 
@@ -111,19 +111,12 @@ impl PreparedSends {
             )));
         }
         let (kind, remote) = match template.op {
-            Op::Send { .. } => (Kind::Send, None),
-            Op::Write {
-                remote_addr, rkey, ..
+            Op::Send { .. } => (Kind::Transfer, None),
+            Op::Write { remote_addr, .. } | Op::Read { remote_addr, .. } => {
+                (Kind::Transfer, Some(remote_addr))
             }
-            | Op::Read { remote_addr, rkey } => (Kind::Rdma, Some((remote_addr, rkey))),
-            Op::FetchAdd {
-                remote_addr,
-                rkey,
-                add,
-            } => (Kind::FetchAdd { add }, Some((remote_addr, rkey))),
-            Op::CmpSwap {
-                remote_addr, rkey, ..
-            } => (Kind::CmpSwap, Some((remote_addr, rkey))),
+            Op::FetchAdd { remote_addr, .. } => (Kind::FetchAdd, Some(remote_addr)),
+            Op::CmpSwap { remote_addr, .. } => (Kind::CmpSwap, Some(remote_addr)),
         };
         let built = || {
             let mut wr = zeroed_send_wr();
@@ -140,7 +133,8 @@ impl PreparedSends {
             window,
             lkey: template.local.lkey,
             max_offset: window - length,
-            remote,
+            remote: remote.unwrap_or(0),
+            has_remote: remote.is_some(),
             flags,
             kind,
             max_inline: if template.inline {
@@ -175,7 +169,7 @@ impl PreparedSends {
         if offset > self.max_offset {
             return Err(self.outside_window(offset));
         }
-        if matches!(self.kind, Kind::FetchAdd { .. } | Kind::CmpSwap) && offset & 7 != 0 {
+        if self.kind != Kind::Transfer && offset & 7 != 0 {
             return Err(unaligned_atomic(offset));
         }
         let (Some(wr), Some(sge)) = (self.wrs.get_mut(k), self.sges.get_mut(k)) else {
@@ -188,33 +182,12 @@ impl PreparedSends {
             self.flags
         };
         sge.addr = self.base + offset;
-        if let Some((addr, rkey)) = self.remote {
-            let remote_addr = addr.wrapping_add(offset);
-            match self.kind {
-                Kind::Send => {}
-                Kind::Rdma => wr.wr.rdma = ffi::rdma_t { remote_addr, rkey },
-                Kind::FetchAdd { add } => {
-                    wr.wr.atomic = ffi::atomic_t {
-                        remote_addr,
-                        compare_add: add,
-                        swap: 0,
-                        rkey,
-                    }
-                }
-                Kind::CmpSwap => {
-                    // SAFETY: a compare-and-swap list's requests hold the
-                    // `atomic` member (`fill` wrote it, `set` and
-                    // `set_compare_swap` keep it), every field an integer.
-                    let (compare_add, swap) =
-                        unsafe { (wr.wr.atomic.compare_add, wr.wr.atomic.swap) };
-                    wr.wr.atomic = ffi::atomic_t {
-                        remote_addr,
-                        compare_add,
-                        swap,
-                        rkey,
-                    }
-                }
-            }
+        if self.has_remote {
+            // Both union members a list's requests use (`rdma` for WRITE
+            // and READ, `atomic` for the atomics) begin with the remote
+            // address (`remote_addr_shares_its_place`): one store serves
+            // every kind, leaving the rkey and atomic operands as they are.
+            wr.wr.rdma.remote_addr = self.remote.wrapping_add(offset);
         }
         Ok(())
     }
@@ -233,14 +206,8 @@ impl PreparedSends {
         }
         let n = self.wrs.len();
         let wr = self.wrs.get_mut(k).ok_or_else(|| no_such_request(k, n))?;
-        // SAFETY: as in `set`: the `atomic` member holds integers only.
-        let (remote_addr, rkey) = unsafe { (wr.wr.atomic.remote_addr, wr.wr.atomic.rkey) };
-        wr.wr.atomic = ffi::atomic_t {
-            remote_addr,
-            compare_add: compare,
-            swap,
-            rkey,
-        };
+        wr.wr.atomic.compare_add = compare;
+        wr.wr.atomic.swap = swap;
         Ok(())
     }
 
@@ -402,6 +369,15 @@ mod tests {
             &p.wrs[0],
             &filled(&SendWr::cmp_swap(4, l, r, 5, 6).unwrap()).0,
         );
+    }
+
+    #[test]
+    fn remote_addr_shares_its_place() {
+        // `set` stores the remote address through `wr.rdma` for atomics
+        // too: both members must begin with it.
+        use std::mem::offset_of;
+        assert_eq!(offset_of!(ffi::rdma_t, remote_addr), 0);
+        assert_eq!(offset_of!(ffi::atomic_t, remote_addr), 0);
     }
 
     #[test]

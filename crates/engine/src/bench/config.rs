@@ -673,23 +673,63 @@ pub fn cq_groups(n: u32, per_qp: u64, max_cqe: u64) -> Option<Vec<u32>> {
 /// (as perftest does), larger ones always start at 0.
 #[inline]
 pub fn ring_offset(size: u64, i: u64) -> u64 {
-    if size > RING_BYTES / 2 {
-        return 0;
-    }
-    (i % ring_slots(size)) * ring_stride(size)
+    Ring::for_size(size).offset(i)
 }
 
 /// How many distinct slots messages of `size` cycle through
 /// ([`ring_offset`]): 1 above half the ring.
+#[inline]
 pub fn ring_slots(size: u64) -> u64 {
-    if size > RING_BYTES / 2 {
-        1
-    } else {
-        RING_BYTES / ring_stride(size)
+    Ring::for_size(size).slots
+}
+
+/// The ring of [`ring_offset`] for one message size, worked out once: a
+/// hot loop asks it for each message's offset (one remainder and one
+/// multiplication) without recomputing the slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ring {
+    /// Distinct slots (1 above half the ring).
+    slots: u64,
+    /// Bytes between two slots; 0 when there is one slot.
+    stride: u64,
+}
+
+impl Ring {
+    /// The ring messages of `size` rotate through.
+    #[inline]
+    pub fn for_size(size: u64) -> Self {
+        if size > RING_BYTES / 2 {
+            return Self {
+                slots: 1,
+                stride: 0,
+            };
+        }
+        let stride = ring_stride(size);
+        Self {
+            slots: RING_BYTES / stride,
+            stride,
+        }
+    }
+
+    /// Where message `i` starts.
+    #[inline]
+    pub fn offset(self, i: u64) -> u64 {
+        if self.stride == 0 {
+            return 0;
+        }
+        (i % self.slots) * self.stride
+    }
+
+    /// Bytes from the first slot's start to the last one's end for
+    /// messages of `size`: what a QP's area must hold.
+    #[inline]
+    pub fn span(self, size: u64) -> u64 {
+        (self.slots - 1) * self.stride + size
     }
 }
 
 /// Distance between two ring slots: the size rounded up to a cache line.
+#[inline]
 fn ring_stride(size: u64) -> u64 {
     size.div_ceil(CACHE_LINE).max(1) * CACHE_LINE
 }
@@ -1087,6 +1127,23 @@ mod tests {
         for i in 0..1000 {
             let off = ring_offset(1000, i);
             assert!(off + 1000 <= RING_BYTES && off.is_multiple_of(CACHE_LINE));
+        }
+    }
+
+    #[test]
+    fn a_ring_spans_every_slot_it_hands_out_and_no_more_than_an_area() {
+        for size in [1, 2, 8, 63, 64, 65, 100, 1000, 2048, 2049, 4096, 65536] {
+            let ring = Ring::for_size(size);
+            let span = ring.span(size);
+            assert!(span <= size.max(RING_BYTES), "size {size}: span {span}");
+            let mut last = 0;
+            for i in 0..ring_slots(size) * 2 {
+                let off = ring.offset(i);
+                assert_eq!(off, ring_offset(size, i));
+                assert!(off + size <= span, "size {size}, message {i}");
+                last = last.max(off + size);
+            }
+            assert_eq!(last, span, "size {size}: the span is the last slot's end");
         }
     }
 
