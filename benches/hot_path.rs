@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use engine::bench::config::Ring;
 use engine::format::lat_table::LatTable;
 use engine::format::table::{Table, TableStyle, Unit};
 use engine::proto::wire::{self, Message, QpInfo, SideInfo};
@@ -132,7 +133,7 @@ fn reports(c: &mut Criterion) {
 }
 
 /// Making a bandwidth loop's requests ready to post, per post of
-/// `post_list` WRITEs of 64 B along the 4 KiB ring: built and pushed into
+/// `post_list` WRITEs of 64 B along the 4 KiB ring (`Ring::offset`): built and pushed into
 /// a batch (the loop before issue 20) against a prepared list whose ids,
 /// offsets and signal flags are set (the loop now). Host only: no device.
 fn request_building(c: &mut Criterion) {
@@ -146,7 +147,8 @@ fn request_building(c: &mut Criterion) {
         len: 4096,
         rkey: 2,
     };
-    let offset = |i: u64| (i % 64) * 64;
+    let ring = Ring::for_size(64);
+    let offset = |i: u64| ring.offset(i);
     let mut group = c.benchmark_group("requests");
     for post_list in [1u64, 16] {
         let mut batch = SendBatch::with_capacity(post_list as usize);
