@@ -403,6 +403,7 @@ where
         eprintln!("{spec}: {w}");
     }
     m.config_mut().set_outs(outs);
+    port.refuse_unsupported(spec, m.immediate(Role::Client))?;
     m.on_port(&port);
     let mut side = m.create_side(port, Role::Client)?;
     let local_qps = side.qp_infos()?;
@@ -636,6 +637,8 @@ fn serve<M: Measure>(
     // waiting for the answer, gets heartbeats meanwhile (its bound is
     // --timeout between frames, and the set-up budget in all).
     let setup = ch.with_heartbeat(|_| {
+        port.refuse_unsupported(spec, m.immediate(Role::Server))
+            .map_err(|e| format!("server cannot set up the test: {e:#}"))?;
         let side = m
             .create_side(port, Role::Server)
             .map_err(|e| format!("server cannot set up the test: {e:#}"))?;

@@ -2,6 +2,8 @@
 //! with every bad choice reported as a usage error naming the flag.
 
 use anyhow::Context as _;
+use engine::bench::device::{DeviceFacts, Needs, Transport, refusal};
+use engine::bench::spec::TestSpec;
 use engine::fabric::gid::{self, GidCandidate};
 use engine::proto::wire::SideInfo;
 use verbs::{Context, Mtu, PortAttributes};
@@ -112,6 +114,41 @@ pub fn open_port(
 }
 
 impl Port {
+    /// Refuses, before anything is created on the device, a test it
+    /// cannot run (`engine::bench::device::refusal`: atomics without
+    /// atomic support; immediate data, or connecting without rdma_cm, on
+    /// iWARP).
+    ///
+    /// # Errors
+    /// A usage error naming the flag or the test; a device error when the
+    /// device cannot be queried.
+    pub fn refuse_unsupported(
+        &self,
+        spec: TestSpec,
+        immediate: Option<&'static str>,
+    ) -> anyhow::Result<()> {
+        let facts = DeviceFacts {
+            name: self.ctx.name(),
+            transport: match self.ctx.transport() {
+                verbs::Transport::InfiniBand => Transport::InfiniBand,
+                verbs::Transport::Iwarp => Transport::Iwarp,
+                verbs::Transport::Other(_) => Transport::Other,
+            },
+            atomics: self.ctx.query_device()?.atomic_cap.is_supported(),
+        };
+        let needs = Needs {
+            binary: spec.binary(),
+            atomics: spec.is_atomic(),
+            immediate,
+            // -R is not supported yet (perftest_flags refuses it).
+            rdma_cm: false,
+        };
+        match refusal(&facts, &needs) {
+            Some(why) => Err(UsageError(why).into()),
+            None => Ok(()),
+        }
+    }
+
     /// What the peer learns about this side.
     pub fn side_info(&self, sysfs_rate: Option<String>) -> SideInfo {
         SideInfo {

@@ -35,7 +35,6 @@ use engine::results::record::{DataCheck, Figures, RunContext};
 use engine::results::verdict::{Limits, VerdictRecord};
 
 use super::{Measure, Shown, SizeCtx, receive_failed, wrong_size};
-use crate::UsageError;
 use crate::oob::PeerWatch;
 use crate::options::RunOptions;
 use crate::output::{FigureLines, Stdout};
@@ -995,21 +994,14 @@ impl Measure for BwMeasure {
         }
     }
 
-    /// Refuses an atomic test on a device without atomics (perftest does
-    /// not check; the operations would fail with an error completion).
-    fn create_side(&mut self, port: Port, role: Role) -> anyhow::Result<Side> {
-        if self.spec.is_atomic() {
-            let cap = port.ctx.query_device()?.atomic_cap;
-            if !cap.is_supported() {
-                return Err(UsageError(format!(
-                    "{}: {} does not support atomic operations (atomic_cap {cap:?})",
-                    self.spec.binary(),
-                    port.ctx.name()
-                ))
-                .into());
-            }
+    /// `--write_with_imm`, and in duration mode the SEND with immediate
+    /// that ends a phase when the peer receives (SEND tests).
+    fn immediate(&self, role: Role) -> Option<&'static str> {
+        if self.cfg.write_with_imm {
+            return Some("--write_with_imm");
         }
-        Side::create(port, &self.layout(role))
+        (self.plan(role).peer_receives && self.cfg.duration.is_some())
+            .then_some("-D/--duration (a SEND test's timed phase ends with a SEND with immediate)")
     }
 
     fn on_port(&mut self, port: &Port) {

@@ -115,6 +115,11 @@ pub trait Measure: Sized {
     fn layout(&self, role: Role) -> Layout;
     /// Called once the port is open, before the side is created.
     fn on_port(&mut self, _port: &Port) {}
+    /// The flag (or reason) that makes this test carry immediate data,
+    /// if it does: iWARP devices have none.
+    fn immediate(&self, _role: Role) -> Option<&'static str> {
+        None
+    }
     /// Creates this side's resources.
     ///
     /// # Errors

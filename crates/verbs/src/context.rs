@@ -206,6 +206,17 @@ impl Context {
         &self.inner.name
     }
 
+    /// The device's transport (`ibv_device.transport_type`): InfiniBand
+    /// (IB and RoCE alike) or iWARP, whose queue pairs connect only through
+    /// the iWARP connection manager (rdma_cm).
+    pub fn transport(&self) -> Transport {
+        // SAFETY: `raw` is a live context (alive while `self` is); its
+        // `device` points at the `ibv_device` it was opened from, which
+        // libibverbs keeps for as long as any context of it is open.
+        let code = unsafe { (*(*self.as_raw()).device).transport_type };
+        Transport::from_raw(code)
+    }
+
     /// The raw `ibv_context`; valid as long as `self` is.
     pub fn as_raw(&self) -> *mut ffi::ibv_context {
         self.inner.raw.as_ptr()
@@ -547,6 +558,39 @@ impl fmt::Display for PortState {
     }
 }
 
+/// A device's transport ([`Context::transport`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// InfiniBand semantics: InfiniBand and RoCE (soft-RoCE included).
+    InfiniBand,
+    /// iWARP (soft-iWARP `siw`, Chelsio, iWARP-mode irdma).
+    Iwarp,
+    /// Another transport (usNIC, unknown, ...), with libibverbs' code.
+    Other(i32),
+}
+
+impl Transport {
+    fn from_raw(code: ffi::ibv_transport_type::Type) -> Self {
+        use ffi::ibv_transport_type as t;
+        match code {
+            t::IBV_TRANSPORT_IB => Self::InfiniBand,
+            t::IBV_TRANSPORT_IWARP => Self::Iwarp,
+            other => Self::Other(other),
+        }
+    }
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            // As ibv_devinfo names them.
+            Self::InfiniBand => f.write_str("InfiniBand"),
+            Self::Iwarp => f.write_str("iWARP"),
+            Self::Other(code) => write!(f, "transport {code}"),
+        }
+    }
+}
+
 /// Link layer of a port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LinkLayer {
@@ -794,5 +838,29 @@ impl GidEntry {
             },
             ndev_ifindex: raw.ndev_ifindex,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transports_are_told_apart_and_named_as_ibv_devinfo_names_them() {
+        use ffi::ibv_transport_type as t;
+        assert_eq!(
+            Transport::from_raw(t::IBV_TRANSPORT_IB),
+            Transport::InfiniBand
+        );
+        assert_eq!(
+            Transport::from_raw(t::IBV_TRANSPORT_IWARP),
+            Transport::Iwarp
+        );
+        assert_eq!(
+            Transport::from_raw(t::IBV_TRANSPORT_USNIC),
+            Transport::Other(t::IBV_TRANSPORT_USNIC)
+        );
+        assert_eq!(Transport::Iwarp.to_string(), "iWARP");
+        assert_eq!(Transport::InfiniBand.to_string(), "InfiniBand");
     }
 }

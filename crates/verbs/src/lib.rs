@@ -109,7 +109,7 @@ mod wr_ex;
 pub use bound::BoundQueuePair;
 pub use context::{
     AtomicCap, Context, DeviceAttributes, DeviceInfo, Gid, GidEntry, GidType, LinkLayer, Mtu,
-    PortAttributes, PortState, devices,
+    PortAttributes, PortState, Transport, devices,
 };
 pub use cq::{CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
 pub use error::{Error, Result};

@@ -12,9 +12,13 @@
 //!   signalling, duration windows).
 //! - [`clock`]: which clock stamps latency samples and how ticks become
 //!   nanoseconds.
+//! - [`device`]: what a test needs from its device, refused by name before
+//!   any traffic when the device lacks it (atomics, immediate data, iWARP's
+//!   connection through rdma_cm).
 
 pub mod clock;
 pub mod config;
+pub mod device;
 pub mod plan;
 pub mod sched;
 pub mod spec;
