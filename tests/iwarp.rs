@@ -112,3 +112,71 @@ fn a_server_on_iwarp_refuses_the_session_and_the_client_says_why() {
         text(&server.stderr)
     );
 }
+
+/// The IPv4 address of the iWARP device's netdev (vm-guest sets it).
+fn siw_addr() -> std::net::Ipv4Addr {
+    let a = std::env::var("RDMAPERF_TEST_SIW_ADDR")
+        .expect("RDMAPERF_TEST_SIW_ADDR is not set (scripts/vm-run --siw sets it)");
+    a.parse()
+        .unwrap_or_else(|e| panic!("RDMAPERF_TEST_SIW_ADDR={a}: {e}"))
+}
+
+#[test]
+#[ignore = "needs an iWARP device: RDMAPERF_TEST_SIW_DEVICE (scripts/test runs it on soft-iWARP)"]
+fn rdma_cm_resolves_the_iwarp_address_to_its_device_and_port() {
+    let dev = siw_device();
+    let id = verbs::CmId::new().expect("an rdma_cm id (rdma_ucm loaded?)");
+    assert_eq!(id.device_name(), None, "nothing is resolved yet");
+    let dst = std::net::SocketAddr::from((siw_addr(), 18515));
+    id.resolve(None, dst, Duration::from_secs(5))
+        .unwrap_or_else(|e| panic!("resolving {dst}: {e}"));
+    assert_eq!(id.device_name().as_deref(), Some(dev.as_str()));
+    assert_eq!(id.port(), 1);
+}
+
+#[test]
+#[ignore = "needs an iWARP device: RDMAPERF_TEST_SIW_DEVICE (scripts/test runs it on soft-iWARP)"]
+fn an_address_no_device_reaches_is_an_error_within_the_bound_and_nothing_leaks() {
+    let _ = siw_device();
+    // On no local subnet, and no default route in the guest: unreachable.
+    let nowhere = std::net::SocketAddr::from(([169, 254, 99, 1], 18515));
+    // On siw0's subnet, but nobody answers ARP there: the neighbour never
+    // resolves, and our bound ends the wait.
+    let silent = std::net::SocketAddr::from(([169, 254, 2, 77], 18515));
+    for (dst, bound) in [(nowhere, 3), (silent, 2)] {
+        let id = verbs::CmId::new().unwrap();
+        let started = std::time::Instant::now();
+        let e = id
+            .resolve(None, dst, Duration::from_secs(bound))
+            .expect_err("no device reaches it");
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(bound + 2),
+            "{dst}: {took:?} for a {bound} s bound ({e})"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("rdma_resolve_addr") || text.contains("resolve the address"),
+            "{dst}: {text}"
+        );
+        eprintln!("{dst}: {text} after {took:?}");
+    }
+    // A thousand ids made, resolved and dropped leave no descriptor behind
+    // (counted after the first few: librdmacm opens the devices an id
+    // resolves to once, and keeps them for the process).
+    let dst = std::net::SocketAddr::from((siw_addr(), 18515));
+    for _ in 0..3 {
+        let id = verbs::CmId::new().unwrap();
+        id.resolve(None, dst, Duration::from_secs(5)).unwrap();
+    }
+    let before = support::open_fds();
+    for _ in 0..1000 {
+        let id = verbs::CmId::new().unwrap();
+        id.resolve(None, dst, Duration::from_secs(5)).unwrap();
+    }
+    let after = support::open_fds();
+    assert!(
+        after <= before,
+        "descriptors: {before} before, {after} after 1000 ids"
+    );
+}

@@ -85,6 +85,19 @@ pub enum Error {
         /// How long it waited.
         waited: std::time::Duration,
     },
+    /// The connection manager answered a step with another event than
+    /// the one it should have (an address no local device reaches, a
+    /// rejected or unreachable peer), with the event's status: 0, a
+    /// negative errno, or a peer's reject reason.
+    #[error("{step}: the connection manager reported {event} ({})", cm_status(.event, *.status))]
+    Cm {
+        /// The librdmacm call whose outcome this was.
+        step: &'static str,
+        /// librdmacm's name of the event (`rdma_event_str`).
+        event: String,
+        /// The event's status.
+        status: i32,
+    },
     /// A queue pair state transition failed.
     #[error("ibv_modify_qp to {target} on QPN {qpn:#x} failed: {os_error}")]
     ModifyQp {
@@ -111,6 +124,17 @@ impl Error {
 pub(crate) fn kernel_device_dir() -> std::path::PathBuf {
     let sysfs = std::env::var_os("SYSFS_PATH").unwrap_or_else(|| "/sys".into());
     std::path::Path::new(&sysfs).join("class/infiniband")
+}
+
+/// An event's status for people: an errno's text, or a reject reason.
+fn cm_status(event: &str, status: i32) -> String {
+    if status < 0 {
+        format!("{}", io::Error::from_raw_os_error(-status))
+    } else if event.ends_with("REJECTED") {
+        format!("reject reason {status}")
+    } else {
+        format!("status {status}")
+    }
 }
 
 fn list_or_none(names: &[String]) -> String {

@@ -93,6 +93,7 @@
 #![deny(missing_docs)]
 
 mod bound;
+mod cm;
 mod context;
 mod cq;
 mod error;
@@ -107,6 +108,7 @@ mod wr;
 mod wr_ex;
 
 pub use bound::BoundQueuePair;
+pub use cm::{CmEventKind, CmId, EventChannel};
 pub use context::{
     AtomicCap, Context, DeviceAttributes, DeviceInfo, Gid, GidEntry, GidType, LinkLayer, Mtu,
     PortAttributes, PortState, Transport, devices,

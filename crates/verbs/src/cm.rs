@@ -1,0 +1,461 @@
+//! The RDMA connection manager (librdmacm, perftest's `-R`): an
+//! [`EventChannel`] and the [`CmId`]s whose events it carries, every wait
+//! on it bounded by a deadline.
+//!
+//! rdma_cm addresses a peer by IP address and port and finds the device,
+//! port and path itself (`rdma_resolve_addr`, `rdma_resolve_route`); on
+//! iWARP it is the only way to connect a queue pair (the iWARP connection
+//! manager moves it to RTS). Its events arrive on a channel whose file
+//! descriptor this module makes non-blocking and sleeps on with `poll(2)`
+//! until a deadline: no call here blocks without a bound.
+//!
+//! Ownership follows the crate's rule: a [`CmId`] holds an `Arc` of its
+//! channel, so the channel is destroyed after its last id
+//! (`rdma_destroy_event_channel` requires it).
+
+use std::ffi::CStr;
+use std::fmt;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdma_sys as ffi;
+
+use crate::error::{Error, Result, check_ptr, errno_of};
+
+/// A connection-manager event channel (`rdma_create_event_channel`).
+pub struct EventChannel {
+    raw: NonNull<ffi::rdma_event_channel>,
+}
+
+// SAFETY: librdmacm is thread-safe (its calls lock what they share); the
+// channel is only freed in `Drop`, once, after the last `Arc`.
+unsafe impl Send for EventChannel {}
+// SAFETY: see `Send`.
+unsafe impl Sync for EventChannel {}
+
+impl fmt::Debug for EventChannel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventChannel")
+            .field("fd", &self.fd())
+            .finish()
+    }
+}
+
+impl Drop for EventChannel {
+    fn drop(&mut self) {
+        // SAFETY: `raw` came from `rdma_create_event_channel`; every id on
+        // it holds an `Arc` of this channel, so none is left.
+        unsafe { ffi::rdma_destroy_event_channel(self.raw.as_ptr()) };
+    }
+}
+
+impl EventChannel {
+    /// A new channel, its descriptor non-blocking.
+    ///
+    /// # Errors
+    /// [`Error::Verb`] when librdmacm cannot create one (e.g. `rdma_ucm`
+    /// not loaded: `ENODEV`).
+    pub fn new() -> Result<Arc<Self>> {
+        // SAFETY: no arguments; returns a channel or null with errno set.
+        let raw = unsafe { ffi::rdma_create_event_channel() };
+        let channel = Self {
+            raw: check_ptr("rdma_create_event_channel", raw)?,
+        };
+        let fd = channel.fd();
+        // SAFETY: `fd` is the channel's open descriptor; F_GETFL/F_SETFL
+        // only read and set its status flags.
+        let rc = unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags < 0 {
+                flags
+            } else {
+                libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK)
+            }
+        };
+        if rc < 0 {
+            return Err(Error::Verb {
+                verb: "fcntl(O_NONBLOCK) on the rdma_cm event channel",
+                os_error: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(Arc::new(channel))
+    }
+
+    /// The channel's file descriptor (readable when an event is queued).
+    pub fn fd(&self) -> RawFd {
+        // SAFETY: `raw` is a live channel while `self` is.
+        unsafe { (*self.raw.as_ptr()).fd }
+    }
+
+    /// The next event, waiting at most until `deadline`; `what` names the
+    /// step in a timeout.
+    fn next(&self, what: &'static str, started: Instant, deadline: Instant) -> Result<CmEvent> {
+        loop {
+            let mut event: *mut ffi::rdma_cm_event = std::ptr::null_mut();
+            // SAFETY: a live channel whose descriptor is non-blocking, and
+            // a valid out-pointer; on success `event` is an event we own
+            // until `rdma_ack_cm_event`.
+            let rc = unsafe { ffi::rdma_get_cm_event(self.raw.as_ptr(), &mut event) };
+            if rc == 0 {
+                // SAFETY: `event` is the valid event just returned; its
+                // fields are copied out before it is acknowledged (and
+                // freed) once.
+                let copied = unsafe {
+                    let e = &*event;
+                    CmEvent {
+                        kind: CmEventKind::from_raw(e.event),
+                        status: e.status,
+                        id: e.id,
+                    }
+                };
+                // SAFETY: as above: acknowledged once, not used after.
+                unsafe { ffi::rdma_ack_cm_event(event) };
+                return Ok(copied);
+            }
+            let errno = errno_of(rc);
+            if errno != libc::EAGAIN && errno != libc::EWOULDBLOCK && errno != libc::EINTR {
+                return Err(crate::error::from_errno("rdma_get_cm_event", errno));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout {
+                    what,
+                    waited: now - started,
+                });
+            }
+            let ms = (deadline - now).as_millis().clamp(1, i32::MAX as u128) as i32;
+            let mut pfd = libc::pollfd {
+                fd: self.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, its count 1; poll only writes
+            // `revents`. A failure (EINTR) loops back to the next try.
+            unsafe { libc::poll(&mut pfd, 1, ms) };
+        }
+    }
+}
+
+/// What the connection manager reported (`rdma_cm_event_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmEventKind {
+    /// `RDMA_CM_EVENT_ADDR_RESOLVED`.
+    AddrResolved,
+    /// `RDMA_CM_EVENT_ADDR_ERROR`: no local device or no way to the address.
+    AddrError,
+    /// `RDMA_CM_EVENT_ROUTE_RESOLVED`.
+    RouteResolved,
+    /// `RDMA_CM_EVENT_ROUTE_ERROR`.
+    RouteError,
+    /// `RDMA_CM_EVENT_CONNECT_REQUEST`.
+    ConnectRequest,
+    /// `RDMA_CM_EVENT_CONNECT_RESPONSE`.
+    ConnectResponse,
+    /// `RDMA_CM_EVENT_CONNECT_ERROR`.
+    ConnectError,
+    /// `RDMA_CM_EVENT_UNREACHABLE`.
+    Unreachable,
+    /// `RDMA_CM_EVENT_REJECTED`.
+    Rejected,
+    /// `RDMA_CM_EVENT_ESTABLISHED`.
+    Established,
+    /// `RDMA_CM_EVENT_DISCONNECTED`.
+    Disconnected,
+    /// `RDMA_CM_EVENT_DEVICE_REMOVAL`.
+    DeviceRemoval,
+    /// `RDMA_CM_EVENT_TIMEWAIT_EXIT`.
+    TimewaitExit,
+    /// Another event (multicast, address change), with its code.
+    Other(u32),
+}
+
+impl CmEventKind {
+    fn from_raw(code: ffi::rdma_cm_event_type::Type) -> Self {
+        use ffi::rdma_cm_event_type as t;
+        match code {
+            t::RDMA_CM_EVENT_ADDR_RESOLVED => Self::AddrResolved,
+            t::RDMA_CM_EVENT_ADDR_ERROR => Self::AddrError,
+            t::RDMA_CM_EVENT_ROUTE_RESOLVED => Self::RouteResolved,
+            t::RDMA_CM_EVENT_ROUTE_ERROR => Self::RouteError,
+            t::RDMA_CM_EVENT_CONNECT_REQUEST => Self::ConnectRequest,
+            t::RDMA_CM_EVENT_CONNECT_RESPONSE => Self::ConnectResponse,
+            t::RDMA_CM_EVENT_CONNECT_ERROR => Self::ConnectError,
+            t::RDMA_CM_EVENT_UNREACHABLE => Self::Unreachable,
+            t::RDMA_CM_EVENT_REJECTED => Self::Rejected,
+            t::RDMA_CM_EVENT_ESTABLISHED => Self::Established,
+            t::RDMA_CM_EVENT_DISCONNECTED => Self::Disconnected,
+            t::RDMA_CM_EVENT_DEVICE_REMOVAL => Self::DeviceRemoval,
+            t::RDMA_CM_EVENT_TIMEWAIT_EXIT => Self::TimewaitExit,
+            other => Self::Other(other),
+        }
+    }
+
+    /// librdmacm's name for it (`rdma_event_str`), e.g.
+    /// `RDMA_CM_EVENT_ADDR_ERROR`.
+    pub fn name(self) -> String {
+        use ffi::rdma_cm_event_type as t;
+        let code = match self {
+            Self::AddrResolved => t::RDMA_CM_EVENT_ADDR_RESOLVED,
+            Self::AddrError => t::RDMA_CM_EVENT_ADDR_ERROR,
+            Self::RouteResolved => t::RDMA_CM_EVENT_ROUTE_RESOLVED,
+            Self::RouteError => t::RDMA_CM_EVENT_ROUTE_ERROR,
+            Self::ConnectRequest => t::RDMA_CM_EVENT_CONNECT_REQUEST,
+            Self::ConnectResponse => t::RDMA_CM_EVENT_CONNECT_RESPONSE,
+            Self::ConnectError => t::RDMA_CM_EVENT_CONNECT_ERROR,
+            Self::Unreachable => t::RDMA_CM_EVENT_UNREACHABLE,
+            Self::Rejected => t::RDMA_CM_EVENT_REJECTED,
+            Self::Established => t::RDMA_CM_EVENT_ESTABLISHED,
+            Self::Disconnected => t::RDMA_CM_EVENT_DISCONNECTED,
+            Self::DeviceRemoval => t::RDMA_CM_EVENT_DEVICE_REMOVAL,
+            Self::TimewaitExit => t::RDMA_CM_EVENT_TIMEWAIT_EXIT,
+            Self::Other(code) => code,
+        };
+        // SAFETY: `rdma_event_str` returns a static string for any code
+        // ("UNKNOWN EVENT" for one it does not know), never null.
+        unsafe { CStr::from_ptr(ffi::rdma_event_str(code)) }
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+/// One event, copied out of librdmacm's (which is acknowledged at once).
+#[derive(Debug, Clone, Copy)]
+struct CmEvent {
+    kind: CmEventKind,
+    /// 0, a negative errno, or (REJECTED) the peer's reject reason.
+    status: i32,
+    /// The id it is for (compared, never dereferenced here).
+    id: *mut ffi::rdma_cm_id,
+}
+
+/// A connection-manager identifier (`rdma_create_id`, RDMA_PS_TCP): one
+/// side of one reliable connection, with its own event channel.
+pub struct CmId {
+    raw: NonNull<ffi::rdma_cm_id>,
+    channel: Arc<EventChannel>,
+}
+
+// SAFETY: librdmacm is thread-safe; the id is freed only in `Drop`.
+unsafe impl Send for CmId {}
+// SAFETY: see `Send`.
+unsafe impl Sync for CmId {}
+
+impl fmt::Debug for CmId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CmId")
+            .field("device", &self.device_name())
+            .field("port", &self.port())
+            .finish()
+    }
+}
+
+impl Drop for CmId {
+    fn drop(&mut self) {
+        // SAFETY: `raw` came from `rdma_create_id` and is destroyed once;
+        // its channel (`self.channel`) is still alive here and goes after.
+        let rc = unsafe { ffi::rdma_destroy_id(self.raw.as_ptr()) };
+        crate::drop_failed("rdma_destroy_id", rc);
+    }
+}
+
+/// A socket address as the `sockaddr` storage librdmacm reads.
+fn sockaddr_of(addr: SocketAddr) -> libc::sockaddr_storage {
+    // SAFETY: all-zero is a valid `sockaddr_storage`.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*a.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: `sockaddr_storage` is larger than and aligned for
+            // every socket address type; this writes a `sockaddr_in` at
+            // its start.
+            unsafe { std::ptr::write((&raw mut storage).cast(), sin) };
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo().to_be(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: as above, for a `sockaddr_in6`.
+            unsafe { std::ptr::write((&raw mut storage).cast(), sin6) };
+        }
+    }
+    storage
+}
+
+impl CmId {
+    /// A new id for a reliable connection, on a channel of its own.
+    ///
+    /// # Errors
+    /// [`Error::Verb`] when librdmacm refuses (no `rdma_ucm`: `ENODEV`).
+    pub fn new() -> Result<Self> {
+        let channel = EventChannel::new()?;
+        let mut raw: *mut ffi::rdma_cm_id = std::ptr::null_mut();
+        // SAFETY: a live channel and a valid out-pointer; no user context.
+        let rc = unsafe {
+            ffi::rdma_create_id(
+                channel.raw.as_ptr(),
+                &mut raw,
+                std::ptr::null_mut(),
+                ffi::rdma_port_space::RDMA_PS_TCP,
+            )
+        };
+        if rc != 0 {
+            return Err(crate::error::from_errno("rdma_create_id", errno_of(rc)));
+        }
+        Ok(Self {
+            raw: check_ptr("rdma_create_id", raw)?,
+            channel,
+        })
+    }
+
+    /// Resolves `dst` to a local device, port and path (from `src` when
+    /// given: binding the source address picks the device), waiting at
+    /// most `timeout` for the two steps together.
+    ///
+    /// # Errors
+    /// [`Error::Cm`] naming the step and what the connection manager
+    /// reported (`RDMA_CM_EVENT_ADDR_ERROR` for an address no local device
+    /// reaches, with its errno); [`Error::Timeout`]; [`Error::Verb`] when a
+    /// call is refused outright.
+    pub fn resolve(
+        &self,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+        timeout: Duration,
+    ) -> Result<()> {
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+        let mut src_raw = src.map(sockaddr_of);
+        let mut dst_raw = sockaddr_of(dst);
+        // SAFETY: a live id; `src_raw` (or null) and `dst_raw` are valid
+        // socket addresses that live across the call, which copies them.
+        let rc = unsafe {
+            ffi::rdma_resolve_addr(
+                self.raw.as_ptr(),
+                src_raw.as_mut().map_or(std::ptr::null_mut(), |s| {
+                    (s as *mut libc::sockaddr_storage).cast()
+                }),
+                (&raw mut dst_raw).cast(),
+                ms,
+            )
+        };
+        if rc != 0 {
+            return Err(crate::error::from_errno("rdma_resolve_addr", errno_of(rc)));
+        }
+        self.expect(
+            CmEventKind::AddrResolved,
+            "rdma_resolve_addr",
+            "the connection manager to resolve the address",
+            started,
+            deadline,
+        )?;
+        // SAFETY: a live id whose address is resolved.
+        let rc = unsafe { ffi::rdma_resolve_route(self.raw.as_ptr(), ms) };
+        if rc != 0 {
+            return Err(crate::error::from_errno("rdma_resolve_route", errno_of(rc)));
+        }
+        self.expect(
+            CmEventKind::RouteResolved,
+            "rdma_resolve_route",
+            "the connection manager to resolve the route",
+            started,
+            deadline,
+        )
+    }
+
+    /// Waits for `want` on this id; another event is the error.
+    fn expect(
+        &self,
+        want: CmEventKind,
+        step: &'static str,
+        what: &'static str,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<()> {
+        let event = self.channel.next(what, started, deadline)?;
+        if event.kind == want && event.id == self.raw.as_ptr() {
+            return Ok(());
+        }
+        Err(Error::Cm {
+            step,
+            event: event.kind.name(),
+            status: event.status,
+        })
+    }
+
+    /// The device the id resolved to (`cm_id->verbs`), if resolved.
+    pub fn device_name(&self) -> Option<String> {
+        // SAFETY: a live id; `verbs` is null until an address is resolved
+        // or bound, then a context librdmacm keeps open while the id uses
+        // it, whose `device` is valid as long as the context is.
+        unsafe {
+            let verbs = (*self.raw.as_ptr()).verbs;
+            if verbs.is_null() || (*verbs).device.is_null() {
+                return None;
+            }
+            let name = ffi::ibv_get_device_name((*verbs).device);
+            (!name.is_null()).then(|| CStr::from_ptr(name).to_string_lossy().into_owned())
+        }
+    }
+
+    /// The port the id resolved to (`cm_id->port_num`; 0 before).
+    pub fn port(&self) -> u8 {
+        // SAFETY: a live id; reading a plain integer field.
+        unsafe { (*self.raw.as_ptr()).port_num }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_kinds_map_both_ways_and_carry_librdmacm_names() {
+        use ffi::rdma_cm_event_type as t;
+        for (code, kind) in [
+            (t::RDMA_CM_EVENT_ADDR_RESOLVED, CmEventKind::AddrResolved),
+            (t::RDMA_CM_EVENT_ADDR_ERROR, CmEventKind::AddrError),
+            (t::RDMA_CM_EVENT_ROUTE_ERROR, CmEventKind::RouteError),
+            (t::RDMA_CM_EVENT_REJECTED, CmEventKind::Rejected),
+            (t::RDMA_CM_EVENT_ESTABLISHED, CmEventKind::Established),
+            (t::RDMA_CM_EVENT_TIMEWAIT_EXIT, CmEventKind::TimewaitExit),
+        ] {
+            assert_eq!(CmEventKind::from_raw(code), kind);
+        }
+        assert_eq!(CmEventKind::AddrError.name(), "RDMA_CM_EVENT_ADDR_ERROR");
+        assert_eq!(CmEventKind::from_raw(99), CmEventKind::Other(99));
+    }
+
+    #[test]
+    fn socket_addresses_are_laid_out_as_the_kernel_reads_them() {
+        let v4 = sockaddr_of("169.254.2.1:18515".parse().unwrap());
+        // SAFETY: test-only read of the `sockaddr_in` just written.
+        let sin: libc::sockaddr_in = unsafe { std::ptr::read((&raw const v4).cast()) };
+        assert_eq!(i32::from(sin.sin_family), libc::AF_INET);
+        assert_eq!(u16::from_be(sin.sin_port), 18515);
+        assert_eq!(sin.sin_addr.s_addr.to_ne_bytes(), [169, 254, 2, 1]);
+        let v6 = sockaddr_of("[fe80::1%3]:7".parse().unwrap());
+        // SAFETY: as above, a `sockaddr_in6`.
+        let sin6: libc::sockaddr_in6 = unsafe { std::ptr::read((&raw const v6).cast()) };
+        assert_eq!(i32::from(sin6.sin6_family), libc::AF_INET6);
+        assert_eq!(u16::from_be(sin6.sin6_port), 7);
+        assert_eq!(sin6.sin6_scope_id, 3);
+        assert_eq!(sin6.sin6_addr.s6_addr[0..2], [0xfe, 0x80]);
+    }
+}
