@@ -180,3 +180,90 @@ fn an_address_no_device_reaches_is_an_error_within_the_bound_and_nothing_leaks()
         "descriptors: {before} before, {after} after 1000 ids"
     );
 }
+
+#[test]
+#[ignore = "needs an iWARP device: RDMAPERF_TEST_SIW_DEVICE (scripts/test runs it on soft-iWARP)"]
+fn two_ids_connect_through_rdma_cm_and_a_write_lands_in_the_acceptor_s_memory() {
+    use std::sync::Arc;
+    use verbs::{AccessFlags, BoundQueuePair, CmId, ConnectParams, QueuePairCaps, SendWr};
+
+    let dev = siw_device();
+    let params = ConnectParams {
+        responder_resources: 1,
+        initiator_depth: 1,
+    };
+    let caps = QueuePairCaps {
+        max_send_wr: 16,
+        max_recv_wr: 16,
+        ..QueuePairCaps::default()
+    };
+    let listener = CmId::listen((siw_addr(), 0).into(), 8).expect("listen on siw0's address");
+    let port = listener.local_port();
+    assert_ne!(port, 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let id = listener
+            .next_request(Duration::from_secs(10))
+            .expect("a connection request");
+        let ctx = id.context().unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(16).unwrap();
+        let mr = Arc::new(
+            pd.allocate(4096, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)
+                .unwrap(),
+        );
+        let qp = id.create_qp(&pd, &cq, &cq, &caps).unwrap();
+        let _bound = BoundQueuePair::new(qp, Arc::clone(&mr)).unwrap();
+        tx.send(mr.remote()).unwrap();
+        id.accept(params, Duration::from_secs(10)).expect("accept");
+        // The client writes the page; its last byte lands last.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while mr.read_volatile(4095) != 0xa5 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the write never landed"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut got = vec![0u8; 4096];
+        mr.read_into(0, &mut got).unwrap();
+        (id.device_name(), got)
+    });
+
+    let id = CmId::new().unwrap();
+    id.resolve(None, (siw_addr(), port).into(), Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(id.device_name().as_deref(), Some(dev.as_str()));
+    let ctx = id.context().unwrap();
+    assert_eq!(ctx.name(), dev);
+    assert_eq!(ctx.transport(), verbs::Transport::Iwarp);
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let mr = Arc::new(pd.allocate(4096, AccessFlags::LOCAL_WRITE).unwrap());
+    let pattern: Vec<u8> = (0..4096u32)
+        .map(|i| if i == 4095 { 0xa5 } else { (i % 251) as u8 })
+        .collect();
+    mr.write_bytes(0, &pattern).unwrap();
+    let qp = id.create_qp(&pd, &cq, &cq, &caps).unwrap();
+    let bound = BoundQueuePair::new(qp, Arc::clone(&mr)).unwrap();
+    // The request reaches the listener only now; it answers with its
+    // memory's address and key before it accepts.
+    id.connect(params, Duration::from_secs(10))
+        .expect("connect");
+    let remote = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the server's memory");
+    bound
+        .post_send(&SendWr::write(7, mr.sge(0..4096).unwrap(), remote).unwrap())
+        .unwrap();
+    let mut wc = [verbs::WorkCompletion::default()];
+    cq.poll_until(&mut wc, std::time::Instant::now() + Duration::from_secs(10))
+        .expect("the write's completion");
+    assert!(wc[0].is_success(), "{:?}", wc[0].status());
+    let (server_dev, got) = server.join().expect("server thread");
+    assert_eq!(server_dev.as_deref(), Some(dev.as_str()));
+    assert!(
+        got == pattern,
+        "the acceptor's memory is not the writer's pattern"
+    );
+}

@@ -23,7 +23,11 @@ use std::time::{Duration, Instant};
 
 use rdma_sys as ffi;
 
+use crate::context::Context;
+use crate::cq::CompletionQueue;
 use crate::error::{Error, Result, check_ptr, errno_of};
+use crate::pd::ProtectionDomain;
+use crate::qp::{QueuePair, QueuePairCaps};
 
 /// A connection-manager event channel (`rdma_create_event_channel`).
 pub struct EventChannel {
@@ -232,16 +236,55 @@ struct CmEvent {
 }
 
 /// A connection-manager identifier (`rdma_create_id`, RDMA_PS_TCP): one
-/// side of one reliable connection, with its own event channel.
+/// side of one reliable connection (or a listener), with its own event
+/// channel. Cheap to clone: the id lives until its last clone, and every
+/// QP made on it ([`CmId::create_qp`]) and every context from it
+/// ([`CmId::context`]) holds it too.
+#[derive(Clone)]
 pub struct CmId {
+    inner: Arc<CmIdInner>,
+}
+
+/// The id itself; destroyed once, after everything that holds it.
+pub(crate) struct CmIdInner {
     raw: NonNull<ffi::rdma_cm_id>,
     channel: Arc<EventChannel>,
 }
 
 // SAFETY: librdmacm is thread-safe; the id is freed only in `Drop`.
-unsafe impl Send for CmId {}
+unsafe impl Send for CmIdInner {}
 // SAFETY: see `Send`.
-unsafe impl Sync for CmId {}
+unsafe impl Sync for CmIdInner {}
+
+impl Drop for CmIdInner {
+    fn drop(&mut self) {
+        // SAFETY: `raw` came from `rdma_create_id` (or a connect request)
+        // and is destroyed once; its QP, if any, went first (the QP holds
+        // this inner); its channel (`self.channel`) is still alive here and
+        // goes after.
+        let rc = unsafe { ffi::rdma_destroy_id(self.raw.as_ptr()) };
+        crate::drop_failed("rdma_destroy_id", rc);
+    }
+}
+
+impl CmIdInner {
+    pub(crate) fn as_raw(&self) -> *mut ffi::rdma_cm_id {
+        self.raw.as_ptr()
+    }
+
+    /// The id's device context (`cm_id->verbs`), once resolved or bound.
+    pub(crate) fn verbs(&self) -> Option<*mut ffi::ibv_context> {
+        // SAFETY: a live id; reading a pointer field.
+        let verbs = unsafe { (*self.raw.as_ptr()).verbs };
+        (!verbs.is_null()).then_some(verbs)
+    }
+
+    /// The id's QP (`cm_id->qp`), null until `rdma_create_qp`.
+    pub(crate) fn qp(&self) -> *mut ffi::ibv_qp {
+        // SAFETY: a live id; reading a pointer field.
+        unsafe { (*self.raw.as_ptr()).qp }
+    }
+}
 
 impl fmt::Debug for CmId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -252,12 +295,30 @@ impl fmt::Debug for CmId {
     }
 }
 
-impl Drop for CmId {
-    fn drop(&mut self) {
-        // SAFETY: `raw` came from `rdma_create_id` and is destroyed once;
-        // its channel (`self.channel`) is still alive here and goes after.
-        let rc = unsafe { ffi::rdma_destroy_id(self.raw.as_ptr()) };
-        crate::drop_failed("rdma_destroy_id", rc);
+/// What a connecting or accepting side offers for RDMA READ and atomics
+/// (`rdma_conn_param`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectParams {
+    /// READs and atomics this side lets the peer have outstanding on it.
+    pub responder_resources: u8,
+    /// READs and atomics this side keeps outstanding on the peer.
+    pub initiator_depth: u8,
+}
+
+impl ConnectParams {
+    fn to_raw(self) -> ffi::rdma_conn_param {
+        ffi::rdma_conn_param {
+            private_data: std::ptr::null(),
+            private_data_len: 0,
+            responder_resources: self.responder_resources,
+            initiator_depth: self.initiator_depth,
+            flow_control: 1,
+            // As perftest: 7 retries each (7 = infinite RNR retry on IB).
+            retry_count: 7,
+            rnr_retry_count: 7,
+            srq: 0,
+            qp_num: 0,
+        }
     }
 }
 
@@ -318,9 +379,15 @@ impl CmId {
             return Err(crate::error::from_errno("rdma_create_id", errno_of(rc)));
         }
         Ok(Self {
-            raw: check_ptr("rdma_create_id", raw)?,
-            channel,
+            inner: Arc::new(CmIdInner {
+                raw: check_ptr("rdma_create_id", raw)?,
+                channel,
+            }),
         })
+    }
+
+    fn raw(&self) -> *mut ffi::rdma_cm_id {
+        self.inner.as_raw()
     }
 
     /// Resolves `dst` to a local device, port and path (from `src` when
@@ -347,7 +414,7 @@ impl CmId {
         // socket addresses that live across the call, which copies them.
         let rc = unsafe {
             ffi::rdma_resolve_addr(
-                self.raw.as_ptr(),
+                self.raw(),
                 src_raw.as_mut().map_or(std::ptr::null_mut(), |s| {
                     (s as *mut libc::sockaddr_storage).cast()
                 }),
@@ -366,7 +433,7 @@ impl CmId {
             deadline,
         )?;
         // SAFETY: a live id whose address is resolved.
-        let rc = unsafe { ffi::rdma_resolve_route(self.raw.as_ptr(), ms) };
+        let rc = unsafe { ffi::rdma_resolve_route(self.raw(), ms) };
         if rc != 0 {
             return Err(crate::error::from_errno("rdma_resolve_route", errno_of(rc)));
         }
@@ -388,8 +455,8 @@ impl CmId {
         started: Instant,
         deadline: Instant,
     ) -> Result<()> {
-        let event = self.channel.next(what, started, deadline)?;
-        if event.kind == want && event.id == self.raw.as_ptr() {
+        let event = self.inner.channel.next(what, started, deadline)?;
+        if event.kind == want && event.id == self.raw() {
             return Ok(());
         }
         Err(Error::Cm {
@@ -399,13 +466,185 @@ impl CmId {
         })
     }
 
+    /// The device context the id resolved (or was bound) to: the one
+    /// librdmacm opened, on which [`CmId::create_qp`]'s protection domain
+    /// and completion queues must be made. It holds the id.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] before the id is resolved or bound.
+    pub fn context(&self) -> Result<Context> {
+        let verbs = self.inner.verbs().ok_or_else(|| {
+            Error::InvalidArgument(
+                "the connection manager id has no device yet: resolve or bind it first".into(),
+            )
+        })?;
+        let name = self.device_name().unwrap_or_default();
+        // SAFETY: `verbs` is this id's non-null context and `name` its
+        // device's name; the context keeps the id (and so librdmacm's hold
+        // on the device) alive.
+        Ok(unsafe {
+            Context::of_cm(
+                NonNull::new(verbs).expect("checked non-null"),
+                name,
+                Arc::clone(&self.inner),
+            )
+        })
+    }
+
+    /// A reliable-connected QP on this id (`rdma_create_qp`), made on
+    /// `pd` (of [`CmId::context`]'s device) with its completion queues;
+    /// the connection manager moves it to RTS when the id connects or
+    /// accepts. It posts through `ibv_post_send`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `pd` is of another device context;
+    /// [`Error::Verb`] when the provider refuses the QP.
+    pub fn create_qp(
+        &self,
+        pd: &ProtectionDomain,
+        send_cq: &CompletionQueue,
+        recv_cq: &CompletionQueue,
+        caps: &QueuePairCaps,
+    ) -> Result<QueuePair> {
+        QueuePair::create_on_cm(
+            Arc::clone(&self.inner),
+            pd.clone(),
+            send_cq.clone(),
+            recv_cq.clone(),
+            caps,
+        )
+    }
+
+    /// A listener on `addr` (port 0: one the kernel picks, see
+    /// [`CmId::local_port`]).
+    ///
+    /// # Errors
+    /// [`Error::Verb`] when the address cannot be bound (`EADDRINUSE`,
+    /// `EADDRNOTAVAIL`: no RDMA device has it) or listened on.
+    pub fn listen(addr: SocketAddr, backlog: i32) -> Result<Self> {
+        let id = Self::new()?;
+        let mut raw_addr = sockaddr_of(addr);
+        // SAFETY: a live id and a valid socket address that lives across
+        // the call, which copies it.
+        let rc = unsafe { ffi::rdma_bind_addr(id.raw(), (&raw mut raw_addr).cast()) };
+        crate::error::check("rdma_bind_addr", rc)?;
+        // SAFETY: a live, bound id.
+        let rc = unsafe { ffi::rdma_listen(id.raw(), backlog) };
+        crate::error::check("rdma_listen", rc)?;
+        Ok(id)
+    }
+
+    /// The local port the id is bound to (host order).
+    pub fn local_port(&self) -> u16 {
+        // SAFETY: a live id; returns the port in network order.
+        u16::from_be(unsafe { ffi::rdma_get_src_port(self.raw()) })
+    }
+
+    /// The next connection request to this listener, as an id of its own
+    /// (on a channel of its own), waiting at most `timeout`.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`]; [`Error::Cm`] for another event.
+    pub fn next_request(&self, timeout: Duration) -> Result<Self> {
+        let started = Instant::now();
+        let event = self
+            .inner
+            .channel
+            .next("a connection request", started, started + timeout)?;
+        if event.kind != CmEventKind::ConnectRequest {
+            return Err(Error::Cm {
+                step: "rdma_listen",
+                event: event.kind.name(),
+                status: event.status,
+            });
+        }
+        let raw = NonNull::new(event.id).ok_or_else(|| Error::Cm {
+            step: "rdma_listen",
+            event: "a connection request without an id".into(),
+            status: 0,
+        })?;
+        // Owned from here: destroyed on every path below.
+        let orphan = CmIdInner {
+            raw,
+            channel: Arc::clone(&self.inner.channel),
+        };
+        let channel = EventChannel::new()?;
+        // SAFETY: a live id whose events are all acknowledged (`next`
+        // acknowledges at once) and a live channel; afterwards its events
+        // arrive on `channel`.
+        let rc = unsafe { ffi::rdma_migrate_id(orphan.as_raw(), channel.raw.as_ptr()) };
+        crate::error::check("rdma_migrate_id", rc)?;
+        // Its events now arrive on `channel`: it holds that one instead
+        // of the listener's (whose clone drops here).
+        let mut owned = orphan;
+        owned.channel = channel;
+        Ok(Self {
+            inner: Arc::new(owned),
+        })
+    }
+
+    /// Connects (the active side) the id's QP to the peer it resolved,
+    /// waiting at most `timeout` for the connection to be established.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] without a QP; [`Error::Cm`] when the
+    /// peer rejects or cannot be reached (`RDMA_CM_EVENT_REJECTED`,
+    /// `_UNREACHABLE`, `_CONNECT_ERROR`); [`Error::Timeout`].
+    pub fn connect(&self, params: ConnectParams, timeout: Duration) -> Result<()> {
+        self.has_qp()?;
+        let started = Instant::now();
+        let mut param = params.to_raw();
+        // SAFETY: a live, resolved id with a QP; `param` is valid and
+        // lives across the call, which copies it.
+        let rc = unsafe { ffi::rdma_connect(self.raw(), &mut param) };
+        crate::error::check("rdma_connect", rc)?;
+        self.expect(
+            CmEventKind::Established,
+            "rdma_connect",
+            "the connection to be established",
+            started,
+            started + timeout,
+        )
+    }
+
+    /// Accepts (the passive side) the connection this id was requested
+    /// for, waiting at most `timeout` for it to be established.
+    ///
+    /// # Errors
+    /// As [`CmId::connect`].
+    pub fn accept(&self, params: ConnectParams, timeout: Duration) -> Result<()> {
+        self.has_qp()?;
+        let started = Instant::now();
+        let mut param = params.to_raw();
+        // SAFETY: a live id from a connection request, with a QP; `param`
+        // is valid and lives across the call.
+        let rc = unsafe { ffi::rdma_accept(self.raw(), &mut param) };
+        crate::error::check("rdma_accept", rc)?;
+        self.expect(
+            CmEventKind::Established,
+            "rdma_accept",
+            "the connection to be established",
+            started,
+            started + timeout,
+        )
+    }
+
+    fn has_qp(&self) -> Result<()> {
+        if self.inner.qp().is_null() {
+            return Err(Error::InvalidArgument(
+                "the connection manager id has no QP: create_qp first".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// The device the id resolved to (`cm_id->verbs`), if resolved.
     pub fn device_name(&self) -> Option<String> {
         // SAFETY: a live id; `verbs` is null until an address is resolved
         // or bound, then a context librdmacm keeps open while the id uses
         // it, whose `device` is valid as long as the context is.
         unsafe {
-            let verbs = (*self.raw.as_ptr()).verbs;
+            let verbs = (*self.raw()).verbs;
             if verbs.is_null() || (*verbs).device.is_null() {
                 return None;
             }
@@ -417,7 +656,7 @@ impl CmId {
     /// The port the id resolved to (`cm_id->port_num`; 0 before).
     pub fn port(&self) -> u8 {
         // SAFETY: a live id; reading a plain integer field.
-        unsafe { (*self.raw.as_ptr()).port_num }
+        unsafe { (*self.raw()).port_num }
     }
 }
 

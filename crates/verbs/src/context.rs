@@ -111,6 +111,10 @@ pub(crate) struct ContextInner {
     /// The extended half of `raw`, looked up once at open.
     vctx: Option<VerbsContext>,
     name: String,
+    /// For a context librdmacm opened (a [`crate::CmId`]'s device): the id
+    /// that keeps librdmacm holding it open. Such a context is librdmacm's
+    /// to close, never ours.
+    cm: Option<Arc<crate::cm::CmIdInner>>,
 }
 
 // SAFETY: libibverbs is thread-safe: every verb may be called on a context
@@ -123,6 +127,11 @@ unsafe impl Sync for ContextInner {}
 
 impl Drop for ContextInner {
     fn drop(&mut self) {
+        if self.cm.is_some() {
+            // librdmacm's context: it closes it when no id uses the
+            // device any more (after `cm`, dropped next, goes).
+            return;
+        }
         // SAFETY: `raw` came from `ibv_open_device`; every child holds an
         // `Arc` to this inner, so none is alive any more.
         let rc = unsafe { ffi::ibv_close_device(self.raw.as_ptr()) };
@@ -190,6 +199,7 @@ impl Context {
                         raw,
                         vctx,
                         name: name.to_owned(),
+                        cm: None,
                     }),
                 })
             }
@@ -197,6 +207,31 @@ impl Context {
             None => Err(Error::NoSuchDevice {
                 name: name.to_owned(),
                 available: names,
+            }),
+        }
+    }
+
+    /// The context librdmacm opened for the device `id` resolved to,
+    /// kept open by holding `id`.
+    ///
+    /// # Safety
+    /// `raw` must be `id`'s `verbs` context (non-null), and `name` its
+    /// device's name.
+    pub(crate) unsafe fn of_cm(
+        raw: NonNull<ffi::ibv_context>,
+        name: String,
+        id: Arc<crate::cm::CmIdInner>,
+    ) -> Self {
+        // SAFETY: `raw` is a live context (the caller's contract), kept
+        // open by librdmacm while `id` exists, which the returned value
+        // holds.
+        let vctx = unsafe { VerbsContext::of(raw) };
+        Self {
+            inner: Arc::new(ContextInner {
+                raw,
+                vctx,
+                name,
+                cm: Some(id),
             }),
         }
     }

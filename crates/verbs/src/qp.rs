@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use rdma_sys as ffi;
 
@@ -277,6 +278,10 @@ pub struct QueuePair {
     pd: ProtectionDomain,
     send_cq: CompletionQueue,
     recv_cq: CompletionQueue,
+    /// For a QP librdmacm created on a connection-manager id
+    /// (`rdma_create_qp`): that id, destroyed after the QP
+    /// (`rdma_destroy_qp` clears the id's pointer to it).
+    cm: Option<Arc<crate::cm::CmIdInner>>,
 }
 
 // SAFETY: see the type's thread-safety section: libibverbs allows every
@@ -300,6 +305,13 @@ impl fmt::Debug for QueuePair {
 
 impl Drop for QueuePair {
     fn drop(&mut self) {
+        if let Some(id) = &self.cm {
+            // SAFETY: this QP is `id`'s (`create_on_cm`), destroyed once,
+            // here, with the id still alive (held by `self.cm`); the PD
+            // and CQs are fields, still alive.
+            unsafe { ffi::rdma_destroy_qp(id.as_raw()) };
+            return;
+        }
         // SAFETY: `raw` came from `ibv_create_qp` or `ibv_create_qp_ex`
         // and is destroyed once (`ex`, part of the same object, is not used
         // after);
@@ -355,6 +367,7 @@ impl QueuePair {
             pd,
             send_cq,
             recv_cq,
+            cm: None,
         };
         // `ibv_create_qp` writes back inline/SGE caps but may leave the
         // depths as requested; `ibv_query_qp` reports what was allocated.
@@ -367,6 +380,54 @@ impl QueuePair {
             max_inline_data: qp.caps.max_inline_data,
         };
         Ok(qp)
+    }
+
+    /// A reliable-connected QP that librdmacm creates on `id`
+    /// (`rdma_create_qp`), posting through `ibv_post_send`; the connection
+    /// manager moves it to RTS when the id connects.
+    pub(crate) fn create_on_cm(
+        id: Arc<crate::cm::CmIdInner>,
+        pd: ProtectionDomain,
+        send_cq: CompletionQueue,
+        recv_cq: CompletionQueue,
+        caps: &QueuePairCaps,
+    ) -> Result<Self> {
+        if caps.max_send_wr == 0 {
+            return Err(Error::InvalidArgument(
+                "queue pair send queue depth (max_send_wr) must be at least 1".into(),
+            ));
+        }
+        if id.verbs() != Some(pd.context().as_raw()) {
+            return Err(Error::InvalidArgument(
+                "the protection domain belongs to another device context than the \
+                 connection manager id's"
+                    .into(),
+            ));
+        }
+        // SAFETY: plain old data; all-zero is valid.
+        let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        init.send_cq = send_cq.as_raw();
+        init.recv_cq = recv_cq.as_raw();
+        init.cap = caps.to_raw();
+        init.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
+        init.sq_sig_all = 0;
+        // SAFETY: a live id resolved to the PD's device (checked above),
+        // live PD and CQs (held by the returned value), and a valid
+        // attribute block the call reads and updates.
+        let rc = unsafe { ffi::rdma_create_qp(id.as_raw(), pd.as_raw(), &mut init) };
+        crate::error::check("rdma_create_qp", rc)?;
+        let raw = check_ptr("rdma_create_qp", id.qp())?;
+        let device = pd.context().name().to_owned();
+        Ok(Self {
+            raw,
+            ex: None,
+            caps: QueuePairCaps::from_raw(&init.cap),
+            device,
+            pd,
+            send_cq,
+            recv_cq,
+            cm: Some(id),
+        })
     }
 
     /// Creates the QP with `ibv_create_qp_ex` and the send ops of every
