@@ -181,13 +181,13 @@ fn an_address_no_device_reaches_is_an_error_within_the_bound_and_nothing_leaks()
     );
 }
 
-#[test]
-#[ignore = "needs an iWARP device: RDMAPERF_TEST_SIW_DEVICE (scripts/test runs it on soft-iWARP)"]
-fn two_ids_connect_through_rdma_cm_and_a_write_lands_in_the_acceptor_s_memory() {
+/// Two ids connect through rdma_cm to `ip` (a listener on port 0 there),
+/// and a client's RDMA WRITE of a 4 KiB pattern lands in the acceptor's
+/// memory; both ends must resolve to `dev`.
+fn connect_through_rdma_cm_and_write(dev: &str, ip: std::net::IpAddr, transport: verbs::Transport) {
     use std::sync::Arc;
     use verbs::{AccessFlags, BoundQueuePair, CmId, ConnectParams, QueuePairCaps, SendWr};
 
-    let dev = siw_device();
     let params = ConnectParams {
         responder_resources: 1,
         initiator_depth: 1,
@@ -197,7 +197,7 @@ fn two_ids_connect_through_rdma_cm_and_a_write_lands_in_the_acceptor_s_memory() 
         max_recv_wr: 16,
         ..QueuePairCaps::default()
     };
-    let listener = CmId::listen((siw_addr(), 0).into(), 8).expect("listen on siw0's address");
+    let listener = CmId::listen(socket_addr(ip, 0), 8).expect("listen on the device's address");
     let port = listener.local_port();
     assert_ne!(port, 0);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -231,12 +231,12 @@ fn two_ids_connect_through_rdma_cm_and_a_write_lands_in_the_acceptor_s_memory() 
     });
 
     let id = CmId::new().unwrap();
-    id.resolve(None, (siw_addr(), port).into(), Duration::from_secs(5))
+    id.resolve(None, socket_addr(ip, port), Duration::from_secs(5))
         .unwrap();
-    assert_eq!(id.device_name().as_deref(), Some(dev.as_str()));
+    assert_eq!(id.device_name().as_deref(), Some(dev));
     let ctx = id.context().unwrap();
     assert_eq!(ctx.name(), dev);
-    assert_eq!(ctx.transport(), verbs::Transport::Iwarp);
+    assert_eq!(ctx.transport(), transport);
     let pd = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(16).unwrap();
     let mr = Arc::new(pd.allocate(4096, AccessFlags::LOCAL_WRITE).unwrap());
@@ -261,9 +261,59 @@ fn two_ids_connect_through_rdma_cm_and_a_write_lands_in_the_acceptor_s_memory() 
         .expect("the write's completion");
     assert!(wc[0].is_success(), "{:?}", wc[0].status());
     let (server_dev, got) = server.join().expect("server thread");
-    assert_eq!(server_dev.as_deref(), Some(dev.as_str()));
+    assert_eq!(server_dev.as_deref(), Some(dev));
     assert!(
         got == pattern,
         "the acceptor's memory is not the writer's pattern"
+    );
+}
+
+/// `ip:port`, with the scope of `veth0` for an IPv6 link-local address.
+fn socket_addr(ip: std::net::IpAddr, port: u16) -> std::net::SocketAddr {
+    match ip {
+        std::net::IpAddr::V4(a) => (a, port).into(),
+        std::net::IpAddr::V6(a) => {
+            std::net::SocketAddrV6::new(a, port, 0, netdev_index("veth0")).into()
+        }
+    }
+}
+
+/// The interface index of `netdev`.
+fn netdev_index(netdev: &str) -> u32 {
+    std::fs::read_to_string(format!("/sys/class/net/{netdev}/ifindex"))
+        .unwrap_or_else(|e| panic!("{netdev}: {e}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The IPv6 link-local address of `netdev` (/proc/net/if_inet6).
+fn link_local(netdev: &str) -> std::net::Ipv6Addr {
+    let table = std::fs::read_to_string("/proc/net/if_inet6").unwrap();
+    for line in table.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() == 6 && f[5] == netdev && f[0].starts_with("fe80") {
+            let bits = u128::from_str_radix(f[0], 16).unwrap();
+            return std::net::Ipv6Addr::from(bits);
+        }
+    }
+    panic!("{netdev} has no IPv6 link-local address");
+}
+
+#[test]
+#[ignore = "needs an iWARP device: RDMAPERF_TEST_SIW_DEVICE (scripts/test runs it on soft-iWARP)"]
+fn two_ids_connect_through_rdma_cm_on_iwarp_and_a_write_lands_in_the_acceptor_s_memory() {
+    let dev = siw_device();
+    connect_through_rdma_cm_and_write(&dev, siw_addr().into(), verbs::Transport::Iwarp);
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMAPERF_TEST_DEVICE (scripts/test runs it on soft-RoCE)"]
+fn two_ids_connect_through_rdma_cm_on_roce_by_ipv6_link_local_address() {
+    let dev = test_device();
+    connect_through_rdma_cm_and_write(
+        &dev,
+        link_local("veth0").into(),
+        verbs::Transport::InfiniBand,
     );
 }
