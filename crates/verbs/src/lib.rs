@@ -2,7 +2,9 @@
 //! libibverbs: device [`Context`], [`ProtectionDomain`], [`CompletionQueue`],
 //! [`MemoryRegion`] and reliable-connected [`QueuePair`], with the work
 //! requests every perftest test needs (RDMA WRITE with and without
-//! immediate, RDMA READ, SEND, fetch-and-add, compare-and-swap, receives).
+//! immediate, RDMA READ, SEND, fetch-and-add, compare-and-swap, receives),
+//! and the RDMA connection manager ([`CmId`]: perftest's `-R`, the only way
+//! to connect on iWARP), every wait on it bounded.
 //! This is the only crate of rdmaperf that contains `unsafe`.
 //!
 //! # Ownership
@@ -14,7 +16,9 @@
 //! | [`ProtectionDomain`] (cheap clone) | the `ibv_pd` | its `Context` |
 //! | [`CompletionQueue`] (cheap clone) | the `ibv_cq` | its `Context` |
 //! | [`MemoryRegion`] | a page-aligned zeroed buffer and its `ibv_mr` | its `ProtectionDomain` |
-//! | [`QueuePair`] | the `ibv_qp` | its `ProtectionDomain`, send and receive `CompletionQueue`s |
+//! | [`QueuePair`] | the `ibv_qp` | its `ProtectionDomain`, send and receive `CompletionQueue`s (and its `CmId` when made by [`CmId::create_qp`]) |
+//! | [`CmId`] (cheap clone) | the `rdma_cm_id` | its [`EventChannel`] |
+//! | a `Context` from [`CmId::context`] | nothing (librdmacm's context) | its `CmId` |
 //!
 //! So one struct can own a whole connection (context, PD, CQ, QP, MRs) in any
 //! field order: a parent is destroyed only after its last child, which is
