@@ -12,12 +12,16 @@
 //!   signalling, duration windows).
 //! - [`clock`]: which clock stamps latency samples and how ticks become
 //!   nanoseconds.
+//! - [`credit`]: receive credits for SEND tests on iWARP (no
+//!   receiver-not-ready retry there): the sender never has more SENDs in
+//!   flight than the receiver has receives posted.
 //! - [`device`]: what a test needs from its device, refused by name before
 //!   any traffic when the device lacks it (atomics, immediate data, iWARP's
 //!   connection through rdma_cm).
 
 pub mod clock;
 pub mod config;
+pub mod credit;
 pub mod device;
 pub mod plan;
 pub mod sched;
