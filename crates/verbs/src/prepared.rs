@@ -14,7 +14,7 @@ use std::fmt;
 use rdma_sys as ffi;
 
 use crate::error::{Error, Result};
-use crate::wr::{Op, SendWr, zeroed_send_wr};
+use crate::wr::{Op, SendWr};
 
 /// A fixed list of send work requests of one kind (one operation, length,
 /// inline choice and peer), posted together with one `ibv_post_send` (or
@@ -118,13 +118,7 @@ impl PreparedSends {
             Op::FetchAdd { remote_addr, .. } => (Kind::FetchAdd, Some(remote_addr)),
             Op::CmpSwap { remote_addr, .. } => (Kind::CmpSwap, Some(remote_addr)),
         };
-        let built = || {
-            let mut wr = zeroed_send_wr();
-            let mut sge = crate::LocalSge::default().to_raw();
-            template.fill(&mut wr, &mut sge);
-            (wr, sge)
-        };
-        let (wrs, sges): (Vec<_>, Vec<_>) = (0..count).map(|_| built()).unzip();
+        let (wrs, sges): (Vec<_>, Vec<_>) = (0..count).map(|_| template.raw_parts()).unzip();
         let flags = wrs[0].send_flags & !ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
         Ok(Self {
             wrs: wrs.into_boxed_slice(),
@@ -254,13 +248,10 @@ mod tests {
         e.to_string()
     }
 
-    /// What `SendWr::fill` makes of the same request: a prepared request
-    /// must be that, byte for byte in every field the device reads.
+    /// What `SendWr::raw_parts` makes of the same request: a prepared
+    /// request must be that, byte for byte in every field the device reads.
     fn filled(wr: &SendWr) -> (ffi::ibv_send_wr, ffi::ibv_sge) {
-        let mut raw = zeroed_send_wr();
-        let mut sge = LocalSge::default().to_raw();
-        wr.fill(&mut raw, &mut sge);
-        (raw, sge)
+        wr.raw_parts()
     }
 
     fn same(a: &ffi::ibv_send_wr, b: &ffi::ibv_send_wr) {

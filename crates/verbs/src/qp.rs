@@ -13,7 +13,7 @@ use crate::error::{Error, Result, check_ptr, errno_of};
 use crate::mr::{AccessFlags, LocalSge};
 use crate::pd::ProtectionDomain;
 use crate::prepared::PreparedSends;
-use crate::wr::{RecvBatch, SendBatch, SendWr, zeroed_send_wr};
+use crate::wr::{RecvBatch, SendBatch, SendWr};
 use crate::wr_ex;
 
 /// How a queue pair posts send work requests.
@@ -801,9 +801,7 @@ impl QueuePair {
             return Err(refused(why));
         }
         self.check_inline(wr.inline, wr.local.length)?;
-        let mut raw = zeroed_send_wr();
-        let mut sge = LocalSge::default().to_raw();
-        wr.fill(&mut raw, &mut sge);
+        let (mut raw, mut sge) = wr.raw_parts();
         if let Some(qpx) = self.ex {
             // SAFETY: `qpx` is this QP's live extended view, created with
             // the send ops of every `Op` and checked by `has_builders`

@@ -308,11 +308,18 @@ impl SendWr {
         None
     }
 
-    /// Fills `wr` and `sge` (the caller points `wr.sg_list` at `sge` and
-    /// links `wr.next`).
-    pub(crate) fn fill(&self, wr: &mut ffi::ibv_send_wr, sge: &mut ffi::ibv_sge) {
+    /// The request as libibverbs takes it: a zeroed `ibv_send_wr` filled
+    /// in, and its SGE (the caller points `sg_list` at the SGE and links
+    /// `next`).
+    pub(crate) fn raw_parts(&self) -> (ffi::ibv_send_wr, ffi::ibv_sge) {
+        let mut wr = zeroed_send_wr();
+        let sge = self.local.to_raw();
+        self.fill(&mut wr);
+        (wr, sge)
+    }
+
+    fn fill(&self, wr: &mut ffi::ibv_send_wr) {
         use ffi::ibv_wr_opcode as code;
-        *sge = self.local.to_raw();
         wr.wr_id = self.wr_id;
         wr.next = std::ptr::null_mut();
         wr.num_sge = i32::from(self.local.length > 0);
@@ -462,9 +469,7 @@ impl SendBatch {
                 capacity: self.capacity,
             });
         }
-        let mut raw = zeroed_send_wr();
-        let mut sge = LocalSge::default().to_raw();
-        wr.fill(&mut raw, &mut sge);
+        let (raw, sge) = wr.raw_parts();
         self.wrs.push(raw);
         self.sges.push(sge);
         if wr.inline {
@@ -600,10 +605,7 @@ mod tests {
     };
 
     fn filled(wr: &SendWr) -> (ffi::ibv_send_wr, ffi::ibv_sge) {
-        let mut raw = zeroed_send_wr();
-        let mut sge = LocalSge::default().to_raw();
-        wr.fill(&mut raw, &mut sge);
-        (raw, sge)
+        wr.raw_parts()
     }
 
     fn message(e: Error) -> String {

@@ -272,9 +272,7 @@ mod tests {
     };
 
     fn ex(wr: &SendWr) -> ExWr {
-        let mut raw = zeroed_send_wr();
-        let mut sge = LocalSge::default().to_raw();
-        wr.fill(&mut raw, &mut sge);
+        let (raw, sge) = wr.raw_parts();
         ExWr::from_classic(&raw, &sge).expect("every SendWr translates")
     }
 
