@@ -591,20 +591,7 @@ impl CmId {
     /// peer rejects or cannot be reached (`RDMA_CM_EVENT_REJECTED`,
     /// `_UNREACHABLE`, `_CONNECT_ERROR`); [`Error::Timeout`].
     pub fn connect(&self, params: ConnectParams, timeout: Duration) -> Result<()> {
-        self.has_qp()?;
-        let started = Instant::now();
-        let mut param = params.to_raw();
-        // SAFETY: a live, resolved id with a QP; `param` is valid and
-        // lives across the call, which copies it.
-        let rc = unsafe { ffi::rdma_connect(self.raw(), &mut param) };
-        crate::error::check("rdma_connect", rc)?;
-        self.expect(
-            CmEventKind::Established,
-            "rdma_connect",
-            "the connection to be established",
-            started,
-            started + timeout,
-        )
+        self.establish("rdma_connect", ffi::rdma_connect, params, timeout)
     }
 
     /// Accepts (the passive side) the connection this id was requested
@@ -613,16 +600,30 @@ impl CmId {
     /// # Errors
     /// As [`CmId::connect`].
     pub fn accept(&self, params: ConnectParams, timeout: Duration) -> Result<()> {
+        self.establish("rdma_accept", ffi::rdma_accept, params, timeout)
+    }
+
+    /// `call` (`rdma_connect` or `rdma_accept`), then the wait for
+    /// `ESTABLISHED`.
+    fn establish(
+        &self,
+        step: &'static str,
+        call: unsafe extern "C" fn(*mut ffi::rdma_cm_id, *mut ffi::rdma_conn_param) -> i32,
+        params: ConnectParams,
+        timeout: Duration,
+    ) -> Result<()> {
         self.has_qp()?;
         let started = Instant::now();
         let mut param = params.to_raw();
-        // SAFETY: a live id from a connection request, with a QP; `param`
-        // is valid and lives across the call.
-        let rc = unsafe { ffi::rdma_accept(self.raw(), &mut param) };
-        crate::error::check("rdma_accept", rc)?;
+        // SAFETY: `call` is `rdma_connect` (on a live, resolved id) or
+        // `rdma_accept` (on a live id from a connection request), each
+        // with a QP (checked above); `param` is valid and lives across the
+        // call, which copies it.
+        let rc = unsafe { call(self.raw(), &mut param) };
+        crate::error::check(step, rc)?;
         self.expect(
             CmEventKind::Established,
-            "rdma_accept",
+            step,
             "the connection to be established",
             started,
             started + timeout,

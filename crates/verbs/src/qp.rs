@@ -330,11 +330,7 @@ impl QueuePair {
         caps: &QueuePairCaps,
         path: PostPath,
     ) -> Result<Self> {
-        if caps.max_send_wr == 0 {
-            return Err(Error::InvalidArgument(
-                "queue pair send queue depth (max_send_wr) must be at least 1".into(),
-            ));
-        }
+        refuse_empty_send_queue(caps)?;
         let created = match path {
             PostPath::Extended => Self::create_ex(&pd, &send_cq, &recv_cq, caps)?,
             PostPath::Classic => None,
@@ -342,13 +338,7 @@ impl QueuePair {
         let (raw, ex, granted) = match created {
             Some(created) => created,
             None => {
-                // SAFETY: plain old data; all-zero is valid.
-                let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-                init.send_cq = send_cq.as_raw();
-                init.recv_cq = recv_cq.as_raw();
-                init.cap = caps.to_raw();
-                init.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
-                init.sq_sig_all = 0;
+                let mut init = rc_init_attr(&send_cq, &recv_cq, caps);
                 // SAFETY: valid PD and CQs (all held by the returned
                 // value); `init` is a valid attribute block the verb reads
                 // and updates.
@@ -392,11 +382,7 @@ impl QueuePair {
         recv_cq: CompletionQueue,
         caps: &QueuePairCaps,
     ) -> Result<Self> {
-        if caps.max_send_wr == 0 {
-            return Err(Error::InvalidArgument(
-                "queue pair send queue depth (max_send_wr) must be at least 1".into(),
-            ));
-        }
+        refuse_empty_send_queue(caps)?;
         if id.verbs() != Some(pd.context().as_raw()) {
             return Err(Error::InvalidArgument(
                 "the protection domain belongs to another device context than the \
@@ -404,13 +390,7 @@ impl QueuePair {
                     .into(),
             ));
         }
-        // SAFETY: plain old data; all-zero is valid.
-        let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        init.send_cq = send_cq.as_raw();
-        init.recv_cq = recv_cq.as_raw();
-        init.cap = caps.to_raw();
-        init.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
-        init.sq_sig_all = 0;
+        let mut init = rc_init_attr(&send_cq, &recv_cq, caps);
         // SAFETY: a live id resolved to the PD's device (checked above),
         // live PD and CQs (held by the returned value), and a valid
         // attribute block the call reads and updates.
@@ -1086,6 +1066,33 @@ fn link_list<W: Chained>(wrs: &mut [W], sges: &mut [ffi::ibv_sge]) -> *mut W {
         unsafe { (*w.add(i)).set_links(s.add(i), next) }
     }
     w
+}
+
+/// A reliable-connected QP's creation attributes: both CQs, `caps`, and
+/// completions only for signaled requests.
+fn rc_init_attr(
+    send_cq: &CompletionQueue,
+    recv_cq: &CompletionQueue,
+    caps: &QueuePairCaps,
+) -> ffi::ibv_qp_init_attr {
+    // SAFETY: plain old data; all-zero is valid (null pointers, no SRQ).
+    let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+    init.send_cq = send_cq.as_raw();
+    init.recv_cq = recv_cq.as_raw();
+    init.cap = caps.to_raw();
+    init.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
+    init.sq_sig_all = 0;
+    init
+}
+
+/// A QP needs room for at least one send work request.
+fn refuse_empty_send_queue(caps: &QueuePairCaps) -> Result<()> {
+    if caps.max_send_wr == 0 {
+        return Err(Error::InvalidArgument(
+            "queue pair send queue depth (max_send_wr) must be at least 1".into(),
+        ));
+    }
+    Ok(())
 }
 
 #[cold]
