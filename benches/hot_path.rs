@@ -84,6 +84,7 @@ fn codec(c: &mut Criterion) {
         config: serde_json::to_value(engine::bench::config::BwConfig::default()).unwrap(),
         sides: vec![side],
         qps: qps(16),
+        connection: Default::default(),
     };
     let frame = wire::encode(&hello).unwrap();
     c.bench_function("wire_encode_hello_16_qps", |b| {

@@ -191,6 +191,7 @@ fn connect_through_rdma_cm_and_write(dev: &str, ip: std::net::IpAddr, transport:
     let params = ConnectParams {
         responder_resources: 1,
         initiator_depth: 1,
+        private_data: *b"rdmaperf test 16",
     };
     let caps = QueuePairCaps {
         max_send_wr: 16,
@@ -202,9 +203,17 @@ fn connect_through_rdma_cm_and_write(dev: &str, ip: std::net::IpAddr, transport:
     assert_ne!(port, 0);
     let (tx, rx) = std::sync::mpsc::channel();
     let server = std::thread::spawn(move || {
-        let id = listener
+        let request = listener
             .next_request(Duration::from_secs(10))
             .expect("a connection request");
+        // The connect's private data arrives with it (padded on RoCE).
+        assert_eq!(
+            request.private_data.get(..16),
+            Some(&b"rdmaperf test 16"[..]),
+            "{:?}",
+            request.private_data
+        );
+        let id = request.id;
         let ctx = id.context().unwrap();
         let pd = ctx.alloc_pd().unwrap();
         let cq = ctx.create_cq(16).unwrap();

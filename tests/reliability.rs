@@ -73,6 +73,7 @@ fn hello(config: &BwConfig, qps: usize) -> Vec<u8> {
         config: serde_json::to_value(config).unwrap(),
         sides: vec![side],
         qps: vec![qp; qps],
+        connection: Default::default(),
     })
     .unwrap()
 }

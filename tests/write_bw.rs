@@ -349,7 +349,7 @@ fn client_rejects_a_garbage_or_old_version_server_clearly() {
         ),
         (
             &[b'R', b'D', b'P', b'F', 0, 1, 2, 0, 0, 0, 0, 2, b'{', b'}'],
-            "protocol version 1, we speak 2",
+            "protocol version 1, we speak 3",
         ),
     ];
     for (reply, expect) in replies {
@@ -431,7 +431,7 @@ fn server_rejects_garbage_and_oversized_tests_and_says_why() {
     for (i, expect) in [
         "closed",
         "magic",
-        "protocol version 1, we speak 2",
+        "protocol version 1, we speak 3",
         "exceeds the maximum",
         "timed out",
     ]

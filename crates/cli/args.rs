@@ -67,6 +67,12 @@ pub struct ConnectionArgs {
     /// port's table, 0 with a note, as perftest).
     #[arg(long = "pkey_index", value_name = "INDEX", default_value_t = 0)]
     pub pkey_index: u16,
+    /// Connect the QPs through the RDMA connection manager (rdma_cm), to
+    /// the server's address (perftest's -R; needed on iWARP). The control
+    /// channel stays on TCP port -p; device, port and GID come from the
+    /// route to the address.
+    #[arg(short = 'R', long = "rdma_cm")]
+    pub rdma_cm: bool,
     /// QP ACK timeout exponent: 4.096 us x 2^N before a retransmit (perftest's -u; local to this side).
     #[arg(short = 'u', long = "qp-timeout", default_value_t = 14,
           value_parser = clap::value_parser!(u8).range(0..=31))]
@@ -802,6 +808,27 @@ impl Cli {
     }
 }
 
+/// Under `-R` the connection manager sets the GID and the path of every
+/// QP from the address (and on iWARP there is no GID or path to set): the
+/// flags that would set them are refused, never silently ignored.
+fn refuse_beside_rdma_cm(cli: &Cli) -> Result<(), UsageError> {
+    let given = [
+        (cli.conn.gid_index.is_some(), "-x/--gid-index"),
+        (cli.run.sl != 0, "-S/--sl"),
+        (cli.run.tclass != 0, "--tclass"),
+        (!cli.run.flow_label.is_empty(), "--flow_label"),
+        (cli.conn.pkey_index != 0, "--pkey_index"),
+    ];
+    match given.iter().find(|(set, _)| *set) {
+        Some((_, flag)) => Err(UsageError(format!(
+            "{flag}: under -R/--rdma_cm the connection manager chooses the GID and path \
+             from the address; name the server by the address whose GID and path you want, \
+             and drop {flag}"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The options of a run, built once from the flags, with the lines to
 /// say on stderr first (perftest's adjustments, flags a server ignores).
 #[derive(Debug, Clone)]
@@ -848,6 +875,9 @@ impl Parsed {
                 (spec, RoleOptions::Server)
             }
         };
+        if cli.conn.rdma_cm {
+            refuse_beside_rdma_cm(cli)?;
+        }
         let options = RunOptions {
             spec,
             role,
@@ -865,6 +895,7 @@ impl Parsed {
                 retry_refused: true,
                 pkey_index: cli.conn.pkey_index,
                 qp_timeout: cli.conn.qp_timeout,
+                rdma_cm: cli.conn.rdma_cm,
             },
             local: LocalOptions {
                 post_path: cli.post_path(),

@@ -222,6 +222,14 @@ impl Channel {
         self.peer
     }
 
+    /// Our end's address (the one the peer reached).
+    ///
+    /// # Errors
+    /// When the socket cannot say.
+    pub fn local(&self) -> io::Result<SocketAddr> {
+        self.stream.local_addr()
+    }
+
     /// The bound on every wait (`--timeout`).
     pub fn timeout(&self) -> Duration {
         self.timeout

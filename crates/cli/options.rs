@@ -122,6 +122,9 @@ pub struct ConnectionOptions {
     pub pkey_index: u16,
     /// QP ACK timeout exponent.
     pub qp_timeout: u8,
+    /// Client: connect the QPs through rdma_cm (`-R`); a server follows
+    /// its client's choice.
+    pub rdma_cm: bool,
 }
 
 /// This side's own choices.

@@ -39,7 +39,7 @@ const fn value(short: Option<char>, long: &'static str, what: &'static str) -> R
 }
 
 const RAW_ETH: &str = "raw Ethernet QPs";
-const RDMA_CM: &str = "rdma_cm connection setup";
+const RDMA_CM: &str = "the control exchange over rdma_cm (-R connects the QPs through rdma_cm; the control channel stays on TCP)";
 const ACCEL: &str = "accelerator (GPU) memory";
 const RATE: &str = "the rate limiter";
 const CRYPTO: &str = "AES-XTS encryption";
@@ -60,7 +60,6 @@ pub const REFUSED: &[Refused] = &[
     value(Some('M'), "MGID", "multicast"),
     flag(Some('O'), "dualport", "dual-port runs"),
     flag(Some('P'), "client", RAW_ETH),
-    flag(Some('R'), "rdma_cm", RDMA_CM),
     value(
         Some('T'),
         "tos",

@@ -22,7 +22,7 @@ use engine::format::banner::{BannerInfo, address_line, gid_line};
 use engine::proto::session::{
     self, ClientSession, Estimate, Next, NextPhase, ServerSession, SessionError, Walk,
 };
-use engine::proto::wire::{Message, QpInfo, SideInfo};
+use engine::proto::wire::{Message, QpConnection, QpInfo, SideInfo};
 use engine::results::bw::BwResult;
 use engine::results::record::{
     DataCheck, Figures, InterruptedRecord, QpPathRecord, RunContext, SideRecord, SizeRecord,
@@ -189,6 +189,7 @@ fn banner<M: Measure>(spec: TestSpec, m: &M, side: &Side, agreed: &Agreed) {
         gid_index: port.gid_index,
         outs: spec.uses_outstanding_reads().then_some(outs),
         inline_size: 0,
+        rdma_cm: port.cm.is_some(),
         extra: vec![format!(" Role            : {}", role.name())],
     };
     m.banner(role, &mut info);
@@ -234,6 +235,7 @@ fn context<M: Measure>(
         outstanding_reads: spec.uses_outstanding_reads().then_some(agreed.outs),
         qp_paths: qp_paths(opts, m.config(), side)?,
         rtt_factor: 1,
+        rdma_cm: side.port.cm.is_some(),
     }))
 }
 
@@ -390,7 +392,14 @@ where
     // Before the device: `--clock tsc` where there is none is bad input.
     let mut m = M::new(spec, opts, cfg, Role::Client)?;
     let dev = opts.device();
-    let port = open_port(dev.name.as_deref(), dev.port, dev.gid_index)?;
+    let conn = &opts.connection;
+    let (port, connection) = if conn.rdma_cm {
+        let port = crate::setup::open_cm_active(server, conn.port, &dev, conn.timeout)?;
+        (port, QpConnection::RdmaCm)
+    } else {
+        let port = open_port(dev.name.as_deref(), dev.port, dev.gid_index)?;
+        (port, QpConnection::QpExchange)
+    };
     let mtu = port.mtu_for(m.config().mtu())?;
     let local_side = port.side_info(sysfs_rate(&opts.local.sysfs_root, &port));
     let (outs, warning) = session::resolve_outs(
@@ -408,9 +417,9 @@ where
     let mut side = m.create_side(port, Role::Client)?;
     let local_qps = side.qp_infos()?;
     let mut out = open_output(spec, opts, &m, Role::Client, &side.port)?;
-    let conn = &opts.connection;
     let mut ch = Channel::connect(server, conn.port, conn.timeout, conn.retry_refused)?;
-    let mut session = ClientSession::new(Walk::of(m.config(), local_qps.len(), conn.timeout));
+    let mut session = ClientSession::new(Walk::of(m.config(), local_qps.len(), conn.timeout))
+        .connecting(connection);
     let mut summary = RunSummary::default();
     let result = (|| -> anyhow::Result<u8> {
         stop::pause_point("hello");
@@ -434,7 +443,7 @@ where
             &local_side,
             &accepted.side,
         );
-        let agreed = Agreed {
+        let mut agreed = Agreed {
             role: Role::Client,
             mtu,
             outs,
@@ -443,18 +452,30 @@ where
             local_qps: local_qps.clone(),
             remote_qps: accepted.qps,
         };
+        // The server's rdma_cm listener is on the address we reached
+        // (the peer's scope kept, for a link-local IPv6 address).
+        let cm_server = accepted.cm_port.map(|p| {
+            let mut at = ch.peer();
+            at.set_port(p);
+            at
+        });
         // The server, waiting for the first barrier, gets heartbeats while
         // our QPs connect.
-        ch.with_heartbeat(|_| {
-            side.connect(
+        ch.with_heartbeat(|_| match cm_server {
+            Some(at) => side.connect_cm(&agreed.remote_qps, Some(at), outs, conn.timeout),
+            None => side.connect(
                 &agreed.remote_qps,
                 mtu,
                 conn.qp_timeout,
                 outs,
                 m.config().path(),
                 conn.pkey_index,
-            )
+            ),
         })??;
+        if cm_server.is_some() {
+            // Made at connection: now they have numbers to show.
+            agreed.local_qps = side.qp_infos()?;
+        }
         if opts.local.banner {
             banner(spec, &m, &side, &agreed);
         }
@@ -602,6 +623,33 @@ fn serve<M: Measure>(
         Ok(h) => h,
         Err(refusal) => return Err(refuse(ch, refusal)),
     };
+    // Under rdma_cm the device is the one with the address the client
+    // reached, found by listening there.
+    let (port, local_side, cm_port) = match hello.connection {
+        QpConnection::QpExchange => (port, local_side.clone(), None),
+        QpConnection::RdmaCm => {
+            let found = ch
+                .local()
+                .map_err(anyhow::Error::from)
+                .and_then(|at| crate::setup::open_cm_passive(at, &opts.device()));
+            match found {
+                Ok(port) => {
+                    let side = port.side_info(sysfs_rate(&opts.local.sysfs_root, &port));
+                    let listening = port.cm.as_ref().map(|c| c.id().local_port());
+                    (port, side, listening)
+                }
+                Err(e) => {
+                    return Err(refuse(
+                        ch,
+                        session::Refusal {
+                            reason: format!("server cannot connect through rdma_cm: {e:#}"),
+                        },
+                    ));
+                }
+            }
+        }
+    };
+    let local_side = &local_side;
     let mut m = match M::new(spec, opts, hello.config, Role::Server) {
         Ok(m) => m,
         Err(e) => {
@@ -655,8 +703,8 @@ fn serve<M: Measure>(
     // Answered before our QPs connect: both sides move theirs to RTR/RTS
     // at once (a QP may reach RTS before its peer does; the client posts
     // nothing before the first barrier, which we answer once connected).
-    ch.send(&session.accept(local_side, mtu.bytes(), local_qps.clone()))?;
-    let agreed = Agreed {
+    ch.send(&session.accept(local_side, mtu.bytes(), local_qps.clone(), cm_port))?;
+    let mut agreed = Agreed {
         role: Role::Server,
         mtu,
         outs,
@@ -665,17 +713,21 @@ fn serve<M: Measure>(
         local_qps,
         remote_qps: hello.qps,
     };
-    ch.with_heartbeat(|_| {
-        side.connect(
+    ch.with_heartbeat(|_| match cm_port {
+        Some(_) => side.connect_cm(&agreed.remote_qps, None, outs, conn.timeout),
+        None => side.connect(
             &agreed.remote_qps,
             mtu,
             conn.qp_timeout,
             outs,
             m.config().path(),
             conn.pkey_index,
-        )
+        ),
     })?
     .context("server cannot connect its QPs")?;
+    if cm_port.is_some() {
+        agreed.local_qps = side.qp_infos()?;
+    }
     if opts.local.banner {
         banner(spec, &m, &side, &agreed);
     }

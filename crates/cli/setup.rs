@@ -1,6 +1,9 @@
 //! Opening a device and choosing port, GID and MTU the way perftest does,
 //! with every bad choice reported as a usage error naming the flag.
 
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
 use anyhow::Context as _;
 use engine::bench::device::{DeviceFacts, Needs, Transport, refusal};
 use engine::bench::spec::TestSpec;
@@ -10,6 +13,29 @@ use verbs::{Context, Mtu, PortAttributes};
 
 use crate::UsageError;
 use crate::inventory::gid_kind;
+use crate::options::DeviceSelection;
+
+/// A port found through the RDMA connection manager (`-R`), and the id
+/// that found it (which holds librdmacm's device context the side's
+/// memory, CQs and QPs are made on).
+#[derive(Debug, Clone)]
+pub enum CmEnd {
+    /// Client: an id resolved to the server's address; every QP's id
+    /// resolves from its local address, so all land on this device.
+    Active(verbs::CmId),
+    /// Server: the session's listener, on the address the client reached
+    /// (port 0: the kernel's choice, sent to the client in the accept).
+    Passive(verbs::CmId),
+}
+
+impl CmEnd {
+    /// The id.
+    pub fn id(&self) -> &verbs::CmId {
+        match self {
+            Self::Active(id) | Self::Passive(id) => id,
+        }
+    }
+}
 
 /// A device opened on an active port with a chosen GID (a clone shares
 /// the open device).
@@ -25,6 +51,9 @@ pub struct Port {
     pub gid_index: Option<u32>,
     /// The GID at that index (zero when none).
     pub gid: [u8; 16],
+    /// Found through rdma_cm (`-R`): its QPs are then made on connection
+    /// manager ids and connected by it.
+    pub cm: Option<CmEnd>,
 }
 
 /// Opens `device` (or the first device), checks that `port` is ACTIVE,
@@ -110,6 +139,164 @@ pub fn open_port(
         attr,
         gid_index: chosen,
         gid,
+        cm: None,
+    })
+}
+
+/// Client under `-R`: the device, port and GID the route to `server`
+/// leads to (resolved within `timeout`). With `-d` the source address is
+/// one the device has, so routing picks it; a route that still leads
+/// elsewhere is an error naming both.
+///
+/// # Errors
+/// Usage errors naming `-d` or `-i`; the connection manager's errors
+/// (an unroutable address, no RDMA device on the route).
+pub fn open_cm_active(
+    server: &str,
+    control_port: u16,
+    dev: &DeviceSelection,
+    timeout: Duration,
+) -> anyhow::Result<Port> {
+    let mut dst = (server, control_port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve server {server:?}"))?
+        .next()
+        .with_context(|| format!("server {server:?} has no address"))?;
+    // Resolution needs only the address; each QP's id later resolves to
+    // the server's rdma_cm port.
+    dst.set_port(0);
+    let src = match dev.name.as_deref() {
+        Some(name) => Some(source_address_of(name, &dst)?),
+        None => None,
+    };
+    let id = verbs::CmId::new()?;
+    id.resolve(src, dst, timeout).with_context(|| {
+        format!(
+            "rdma_cm cannot resolve {}{}",
+            dst.ip(),
+            src.map_or(String::new(), |s| format!(" from {}", s.ip()))
+        )
+    })?;
+    let local = id.local_addr().map_or(dst.ip(), |a| a.ip());
+    port_of_cm(CmEnd::Active(id), dev, local, "the route to the server")
+}
+
+/// Server under `-R`: a listener on `local` (the address the client
+/// reached over the control channel) on a port the kernel picks, and
+/// the device that has that address.
+///
+/// # Errors
+/// A usage error naming `-d` or `-i` when the address is on another
+/// device or port; the connection manager's errors (no RDMA device has
+/// the address).
+pub fn open_cm_passive(local: SocketAddr, dev: &DeviceSelection) -> anyhow::Result<Port> {
+    let ip = local.ip().to_canonical();
+    let mut at = local;
+    at.set_ip(ip);
+    at.set_port(0);
+    let listener = verbs::CmId::listen(at, LISTEN_BACKLOG)
+        .with_context(|| format!("cannot listen with rdma_cm on {ip}"))?;
+    port_of_cm(
+        CmEnd::Passive(listener),
+        dev,
+        ip,
+        "the address the client reached",
+    )
+}
+
+/// Connection requests a server's rdma_cm listener queues (perftest: 1;
+/// ours takes one per QP, in order, so a few suffice; more keep a burst of
+/// strays from crowding the client out).
+const LISTEN_BACKLOG: i32 = 64;
+
+/// A local address of device `name` in `dst`'s family: the first one
+/// whose rdma_cm binding lands on the device (the kernel's own answer, on
+/// RoCE, iWARP and IPoIB alike).
+fn source_address_of(name: &str, dst: &SocketAddr) -> anyhow::Result<SocketAddr> {
+    let addrs = nix::ifaddrs::getifaddrs().context("listing the local addresses (getifaddrs)")?;
+    for a in addrs {
+        let Some(sa) = a.address else { continue };
+        let addr = match (sa.as_sockaddr_in(), sa.as_sockaddr_in6(), dst) {
+            (Some(v4), _, SocketAddr::V4(_)) => SocketAddr::from(std::net::SocketAddrV4::from(*v4)),
+            (_, Some(v6), SocketAddr::V6(_)) => SocketAddr::from(std::net::SocketAddrV6::from(*v6)),
+            _ => continue,
+        };
+        let mut any_port = addr;
+        any_port.set_port(0);
+        if let Ok(id) = verbs::CmId::bind(any_port)
+            && id.device_name().as_deref() == Some(name)
+        {
+            return Ok(any_port);
+        }
+    }
+    Err(UsageError(format!(
+        "-d/--ib-dev: {name} has no {} address to reach {} from (under -R/--rdma_cm the source \
+         address picks the device: give {name}'s network interface one)",
+        if dst.is_ipv4() { "IPv4" } else { "IPv6" },
+        dst.ip()
+    ))
+    .into())
+}
+
+/// The port `end`'s id is on, checked against `-d` and `-i`; `local` is
+/// its local address (for the GID), `found` what led to it (for errors).
+fn port_of_cm(
+    end: CmEnd,
+    dev: &DeviceSelection,
+    local: IpAddr,
+    found: &str,
+) -> anyhow::Result<Port> {
+    let id = end.id();
+    let name = id.device_name().with_context(|| {
+        format!("rdma_cm: no RDMA device has {local} ({found}); name the peer by an address on an RDMA device")
+    })?;
+    if let Some(want) = dev.name.as_deref()
+        && want != name
+    {
+        return Err(UsageError(format!(
+            "-d/--ib-dev: {want} was asked for, but {found} ({local}) is on {name} \
+             (under -R/--rdma_cm the address decides the device)"
+        ))
+        .into());
+    }
+    let ctx = id.context()?;
+    let port = id.port();
+    if let Some(want) = dev.port
+        && want != port
+    {
+        return Err(UsageError(format!(
+            "-i/--ib-port: port {want} was asked for, but {found} ({local}) is on {name} port {port}"
+        ))
+        .into());
+    }
+    let attr = ctx.query_port(port)?;
+    if !attr.is_active() {
+        return Err(UsageError(format!(
+            "{name} port {port} ({found}, {local}) is {}, not ACTIVE",
+            attr.state
+        ))
+        .into());
+    }
+    // The GID the connection manager uses: its route's source GID (on
+    // RoCE the address's; RoCE v2's entry where the table has both).
+    let sgid = id.source_gid();
+    let table = ctx.gid_table().context("reading the GID table")?;
+    let mut matching: Vec<_> = table
+        .iter()
+        .filter(|g| g.port == port && g.gid == sgid)
+        .collect();
+    matching.sort_by_key(|g| g.gid_type != verbs::GidType::RoceV2);
+    let (gid_index, gid) = match matching.first() {
+        Some(g) => (Some(g.gid_index), g.gid.0),
+        None => (None, sgid.0),
+    };
+    Ok(Port {
+        ctx,
+        port,
+        attr,
+        gid_index,
+        gid,
+        cm: Some(end),
     })
 }
 
@@ -140,8 +327,7 @@ impl Port {
             binary: spec.binary(),
             atomics: spec.is_atomic(),
             immediate,
-            // -R is not supported yet (perftest_flags refuses it).
-            rdma_cm: false,
+            rdma_cm: self.cm.is_some(),
         };
         match refusal(&facts, &needs) {
             Some(why) => Err(UsageError(why).into()),

@@ -10,20 +10,55 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use engine::bench::config::ring_offset;
 use engine::bench::spec::{Access, pattern_byte};
-use engine::proto::wire::QpInfo;
+use engine::proto::wire::{CmTag, QpInfo};
 use verbs::{
-    AccessFlags, BoundQueuePair, CompletionQueue, ConnectOptions, Endpoint, Gid, LocalSge,
-    MemoryRegion, Mtu, QueuePairCaps,
+    AccessFlags, BoundQueuePair, CmId, CompletionQueue, ConnectOptions, ConnectParams, Endpoint,
+    Gid, LocalSge, MemoryRegion, Mtu, QueuePairCaps,
 };
 
 use crate::UsageError;
-use crate::setup::Port;
+use crate::setup::{CmEnd, Port};
+
+/// The listener's next connection request tagged for `want`, within
+/// `timeout`; requests with another tag (another program, another
+/// session, a stale retry) are turned away with a note and the wait goes
+/// on to the same deadline.
+fn next_request(listener: &CmId, want: CmTag, timeout: Duration) -> anyhow::Result<CmId> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let request = listener.next_request(left).with_context(|| {
+            format!(
+                "waiting for the client's rdma_cm connection of QP {} of {}",
+                want.qp, want.qps
+            )
+        })?;
+        if CmTag::decode(&request.private_data) == Some(want) {
+            return Ok(request.id);
+        }
+        let from = request
+            .id
+            .peer_addr()
+            .map_or_else(|| "an unknown address".to_owned(), |a| a.to_string());
+        eprintln!(
+            "note: turned away an rdma_cm connection request from {from} that is not this \
+             session's QP {} of {} ({} bytes of private data)",
+            want.qp,
+            want.qps,
+            request.private_data.len()
+        );
+        // Best effort: the request's id is destroyed either way.
+        let _ = request.id.reject();
+    }
+}
 
 /// What a side creates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,6 +276,14 @@ pub struct Side {
     max_pkeys: u16,
     /// Device and port.
     pub port: Port,
+    /// The protection domain (QPs made at connection time are made on it).
+    pd: verbs::ProtectionDomain,
+    /// What each QP asks of the device.
+    caps: QueuePairCaps,
+    /// Under rdma_cm, before connecting: per QP still to make, the index
+    /// of its CQ in `cqs` (the connection manager makes a QP on the id it
+    /// connects; empty once connected, and always without rdma_cm).
+    pending: Vec<usize>,
 }
 
 impl Side {
@@ -268,6 +311,8 @@ impl Side {
         // not with --use_old_post_send); ibv_post_send everywhere else.
         let layout = &Layout {
             post_path: match layout.post_path {
+                // librdmacm makes its QPs with `ibv_create_qp`.
+                _ if port.cm.is_some() => verbs::PostPath::Classic,
                 verbs::PostPath::Extended
                     if engine::bench::spec::perftest_posts_with_wr_api(
                         dev.vendor_id,
@@ -294,6 +339,7 @@ impl Side {
         let mut cqs = Vec::with_capacity(layout.threads as usize);
         let mut thread_cqs = Vec::with_capacity(layout.threads as usize);
         let mut qps = Vec::with_capacity(layout.qps as usize);
+        let mut pending = Vec::new();
         for t in 0..layout.threads {
             let n = layout.qps_of_thread(t).len() as u32;
             let groups = engine::bench::config::cq_groups(n, per_qp, max_cqe).ok_or_else(|| {
@@ -311,7 +357,11 @@ impl Side {
             for k in groups {
                 let cq = port.ctx.create_cq((per_qp * u64::from(k) + 1) as u32)?;
                 for _ in 0..k {
-                    qps.push(create_qp(&port, &pd, &cq, &caps, layout, &region)?);
+                    if port.cm.is_some() {
+                        pending.push(cqs.len());
+                    } else {
+                        qps.push(create_qp(&port, &pd, &cq, &caps, layout, &region)?);
+                    }
                 }
                 cqs.push(cq);
             }
@@ -328,6 +378,9 @@ impl Side {
             max_init_rd_atom: u32::try_from(dev.max_qp_init_rd_atom).unwrap_or(0),
             max_pkeys: dev.max_pkeys,
             port,
+            pd,
+            caps,
+            pending,
         };
         if layout.access.remote_read {
             side.fill_pattern()?;
@@ -353,6 +406,21 @@ impl Side {
     /// # Errors
     /// When a QP's endpoint cannot be queried.
     pub fn qp_infos(&self) -> anyhow::Result<Vec<QpInfo>> {
+        if !self.pending.is_empty() {
+            // Not made yet (rdma_cm): the memory alone; the connection
+            // manager has the QP numbers, PSNs and GIDs.
+            return Ok((0..self.pending.len())
+                .map(|q| QpInfo {
+                    qpn: 0,
+                    psn: 0,
+                    lid: 0,
+                    gid: self.port.gid,
+                    rkey: self.region.rkey(),
+                    addr: self.exposed(q),
+                    len: self.layout.area,
+                })
+                .collect());
+        }
         // The port's LID and GID once for all QPs (a query per QP costs a
         // device call and a sysfs read each: seconds for thousands).
         let Some(first) = self.qps.first() else {
@@ -406,31 +474,10 @@ impl Side {
         } else {
             pkey_index
         };
-        if remote.len() != self.qps.len() {
-            bail!(
-                "peer offers {} QPs, we have {}",
-                remote.len(),
-                self.qps.len()
-            );
-        }
-        // Each side's limit as initiator and as responder (devices report
-        // both; 0 means unreported).
-        let clamp = |limit: u32| {
-            let n = if limit == 0 { outs } else { outs.min(limit) };
-            u8::try_from(n.max(1)).unwrap_or(u8::MAX)
-        };
-        let (init, dest) = (clamp(self.max_init_rd_atom), clamp(self.max_rd_atom));
+        self.check_remote(remote, self.qps.len())?;
+        let (init, dest) = self.read_depths(outs);
         for (q, qp) in self.qps.iter_mut().enumerate() {
             let r = &remote[q];
-            if r.len < self.layout.area || r.addr.checked_add(r.len).is_none() {
-                bail!(
-                    "peer QP {q} (QPN {:#x}) offers {} bytes at {:#x}, the test needs {}",
-                    r.qpn,
-                    r.len,
-                    r.addr,
-                    self.layout.area
-                );
-            }
             let opts = ConnectOptions {
                 port: self.port.port,
                 gid_index: self.port.gid_index,
@@ -454,6 +501,103 @@ impl Side {
             };
             qp.connect(&opts, &ep)
                 .with_context(|| format!("connecting QP {q} to peer QPN {:#x}", r.qpn))?;
+        }
+        self.post_receive_rings()
+    }
+
+    /// Refuses a peer that offers other than `ours` QPs, or an area too
+    /// small or one that wraps the address space.
+    fn check_remote(&self, remote: &[QpInfo], ours: usize) -> anyhow::Result<()> {
+        if remote.len() != ours {
+            bail!("peer offers {} QPs, we have {ours}", remote.len());
+        }
+        for (q, r) in remote.iter().enumerate() {
+            if r.len < self.layout.area || r.addr.checked_add(r.len).is_none() {
+                bail!(
+                    "peer QP {q} (QPN {:#x}) offers {} bytes at {:#x}, the test needs {}",
+                    r.qpn,
+                    r.len,
+                    r.addr,
+                    self.layout.area
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Outstanding reads as initiator and as responder: `outs` within
+    /// each of the device's limits (0 means unreported), at least 1.
+    fn read_depths(&self, outs: u32) -> (u8, u8) {
+        let clamp = |limit: u32| {
+            let n = if limit == 0 { outs } else { outs.min(limit) };
+            u8::try_from(n.max(1)).unwrap_or(u8::MAX)
+        };
+        (clamp(self.max_init_rd_atom), clamp(self.max_rd_atom))
+    }
+
+    /// Under rdma_cm (`-R`): makes each QP on a connection manager id of
+    /// its own and connects it, in order, each step within `timeout`. A
+    /// client (`server`: the server's rdma_cm address and port) resolves
+    /// each id from its port's local address and connects; a server takes
+    /// its listener's requests, accepting the one tagged for the next QP
+    /// of this session ([`CmTag`]) and turning any other away. `remote`
+    /// is the peer's memory, one per QP, as [`Side::connect`] checks it.
+    ///
+    /// # Errors
+    /// A port not found through rdma_cm; the checks of [`Side::connect`];
+    /// what the connection manager reports (rejected, unreachable, a
+    /// silent peer at the bound).
+    pub fn connect_cm(
+        &mut self,
+        remote: &[QpInfo],
+        server: Option<SocketAddr>,
+        outs: u32,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let end = self
+            .port
+            .cm
+            .clone()
+            .context("this side's port was not found through rdma_cm")?;
+        let pending = std::mem::take(&mut self.pending);
+        self.check_remote(remote, pending.len())?;
+        let qps = u32::try_from(pending.len()).context("QP count")?;
+        let (initiator_depth, responder_resources) = self.read_depths(outs);
+        for (q, &cq) in (0u32..).zip(&pending) {
+            let cq = &self.cqs[cq];
+            let (id, port) = match (&end, server) {
+                (CmEnd::Active(probe), Some(server)) => {
+                    let id = CmId::new()?;
+                    let src = probe.local_addr().map(|mut a| {
+                        a.set_port(0);
+                        a
+                    });
+                    id.resolve(src, server, timeout)
+                        .with_context(|| format!("rdma_cm cannot resolve {server} for QP {q}"))?;
+                    (id, server.port())
+                }
+                (CmEnd::Passive(listener), None) => {
+                    let port = listener.local_port();
+                    (
+                        next_request(listener, CmTag { qp: q, qps, port }, timeout)?,
+                        port,
+                    )
+                }
+                _ => bail!("an rdma_cm client connects to a server's address; a server accepts"),
+            };
+            let qp = id.create_qp(&self.pd, cq, cq, &self.caps)?;
+            self.qps
+                .push(BoundQueuePair::new(qp, Arc::clone(&self.region))?);
+            let params = ConnectParams {
+                responder_resources,
+                initiator_depth,
+                private_data: CmTag { qp: q, qps, port }.encode(),
+            };
+            match end {
+                CmEnd::Active(_) => id.connect(params, timeout),
+                CmEnd::Passive(_) => id.accept(params, timeout),
+            }
+            .with_context(|| format!("connecting QP {q} of {qps} through rdma_cm"))?;
         }
         self.post_receive_rings()
     }

@@ -633,6 +633,7 @@ fn hello(test: &str, config: Value, qps: usize, seed: u64) -> Message {
         config,
         sides: vec![side()],
         qps: qp_infos(qps, seed),
+        connection: Default::default(),
     }
 }
 
@@ -1389,11 +1390,13 @@ fn every_valid_qp_count_fits_in_one_hello_and_accept() {
         config: serde_json::to_value(&c).unwrap(),
         sides: sides.clone(),
         qps: qps.clone(),
+        connection: Default::default(),
     };
     let accept = Message::Accept {
         sides,
         qps,
         mtu: 4096,
+        cm_port: None,
     };
     for msg in [hello, accept] {
         let frame = encode(&msg);

@@ -13,7 +13,7 @@ use engine::bench::config::{BwConfig, DurationMode, SETUP_PER_QP};
 use engine::proto::session::{
     Accepted, Bound, ClientSession, Estimate, Next, NextPhase, ServerSession, SessionError, Walk,
 };
-use engine::proto::wire::{Message, QpInfo, SideInfo, decode, encode};
+use engine::proto::wire::{Message, QpConnection, QpInfo, SideInfo, decode, encode};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -112,14 +112,16 @@ fn run_pair(cfg: &BwConfig, stop_after: Option<usize>) -> Result<Log, SessionErr
     assert_eq!(hello.config, *cfg);
     assert_eq!(hello.side.mtu, 4096);
     let server_qps: Vec<QpInfo> = (100..100 + cfg.qps).map(qp).collect();
-    let accept = server.accept(&side("s", 1024), 1024, server_qps.clone());
+    let accept = server.accept(&side("s", 1024), 1024, server_qps.clone(), None);
     let Accepted {
         side,
         qps: got,
         mtu,
+        cm_port,
     } = client.on_answer(wire(&accept))?;
     assert_eq!((side.device.as_str(), side.mtu, mtu), ("s", 1024, 1024));
     assert_eq!(got, server_qps);
+    assert_eq!(cm_port, None);
     let mut log = Log::default();
     loop {
         now += Duration::from_millis(3);
@@ -201,7 +203,12 @@ fn a_side_without_a_result_sends_none_and_the_peer_gets_none() {
         .unwrap()
         .unwrap();
     client
-        .on_answer(wire(&server.accept(&side("s", 1024), 1024, vec![qp(2)])))
+        .on_answer(wire(&server.accept(
+            &side("s", 1024),
+            1024,
+            vec![qp(2)],
+            None,
+        )))
         .unwrap();
     let NextPhase::Run(..) = client.next_phase(now, false) else {
         panic!("no phase")
@@ -223,6 +230,7 @@ fn refusal(test: &str, config: serde_json::Value, qps: usize, max_mem: u64) -> O
         config,
         sides: vec![side("c", 1024)],
         qps: (0..qps as u32).map(qp).collect(),
+        connection: Default::default(),
     };
     match server.hello::<BwConfig>(wire(&hello), "write_bw").unwrap() {
         Ok(_) => server
@@ -271,6 +279,7 @@ fn the_server_refuses_another_test_a_bad_configuration_and_a_wrong_offer() {
         config: lat,
         sides: vec![side("c", 1024)],
         qps: vec![qp(1), qp(2)],
+        connection: Default::default(),
     };
     let refused = server
         .hello::<LatConfig>(hello, "write_lat")
@@ -302,6 +311,7 @@ fn the_server_refuses_a_hello_describing_other_than_one_device_side() {
         config: good.clone(),
         sides,
         qps: vec![qp(1)],
+        connection: Default::default(),
     };
     // Two sides, through the wire; none (which the wire itself refuses),
     // straight to the state machine.
@@ -329,6 +339,56 @@ fn the_server_refuses_a_hello_describing_other_than_one_device_side() {
 }
 
 #[test]
+fn an_rdma_cm_client_says_so_and_takes_only_an_accept_that_names_the_cm_port() {
+    let cfg = bw(&[65536], 2, false);
+    let hello_of = |connection| {
+        let mut client = ClientSession::new(Walk::of(&cfg, 2, TIMEOUT)).connecting(connection);
+        let (hello, _) = client.hello(
+            Instant::now(),
+            "write_bw",
+            &cfg,
+            &side("c", 1024),
+            1024,
+            vec![qp(0), qp(0)],
+        );
+        (client, wire(&hello))
+    };
+    // The server learns the client's choice from the hello.
+    for connection in [QpConnection::QpExchange, QpConnection::RdmaCm] {
+        let (_, hello) = hello_of(connection);
+        let mut server = ServerSession::new(TIMEOUT, 1 << 30);
+        let checked = server
+            .hello::<BwConfig>(hello, "write_bw")
+            .unwrap()
+            .unwrap();
+        assert_eq!(checked.connection, connection);
+    }
+    // An rdma_cm client needs the port (0 is no port); the exchange
+    // ignores one.
+    for (connection, cm_port, expect) in [
+        (QpConnection::RdmaCm, Some(40_001), Ok(Some(40_001))),
+        (QpConnection::RdmaCm, None, Err(SessionError::NoCmPort)),
+        (QpConnection::RdmaCm, Some(0), Err(SessionError::NoCmPort)),
+        (QpConnection::QpExchange, Some(40_001), Ok(None)),
+        (QpConnection::QpExchange, None, Ok(None)),
+    ] {
+        let (mut client, _) = hello_of(connection);
+        let accept = Message::Accept {
+            sides: vec![side("s", 1024)],
+            qps: vec![qp(0), qp(0)],
+            mtu: 1024,
+            cm_port,
+        };
+        let got = client.on_answer(wire(&accept)).map(|a| a.cm_port);
+        assert_eq!(got, expect, "{connection:?} {cm_port:?}");
+    }
+    assert_eq!(
+        SessionError::NoCmPort.to_string(),
+        "the server accepted an rdma_cm test (-R) without naming its rdma_cm port"
+    );
+}
+
+#[test]
 fn the_client_sends_one_side_with_the_path_mtu_and_takes_the_servers_one_side() {
     let cfg = bw(&[64], 1, false);
     let (mut client, hello) = client_after_hello(&cfg, &side("c", 4096), vec![qp(1)]);
@@ -342,6 +402,7 @@ fn the_client_sends_one_side_with_the_path_mtu_and_takes_the_servers_one_side() 
             sides: vec![],
             qps: vec![qp(2)],
             mtu: 1024,
+            cm_port: None,
         })
         .unwrap_err();
     assert_eq!(e, SessionError::SideCount(0));
@@ -374,7 +435,8 @@ fn a_refusal_or_a_busy_server_reaches_the_client_with_its_reason() {
         run(Message::Accept {
             sides: vec![side("s", 1000)],
             qps: vec![],
-            mtu: 1000
+            mtu: 1000,
+            cm_port: None,
         }),
         "server chose an invalid MTU 1000"
     );
@@ -383,7 +445,8 @@ fn a_refusal_or_a_busy_server_reaches_the_client_with_its_reason() {
         run(Message::Accept {
             sides: vec![side("s", 1024), side("s2", 1024)],
             qps: vec![],
-            mtu: 1024
+            mtu: 1024,
+            cm_port: None,
         }),
         "this build runs one device per side; the server described 2"
     );
@@ -401,12 +464,13 @@ fn accepted_server(cfg: &BwConfig) -> ServerSession {
         config: serde_json::to_value(cfg).unwrap(),
         sides: vec![side("c", 1024)],
         qps: (0..cfg.qps).map(qp).collect(),
+        connection: Default::default(),
     };
     server
         .hello::<BwConfig>(hello, "write_bw")
         .unwrap()
         .unwrap();
-    server.accept(&side("s", 1024), 1024, vec![]);
+    server.accept(&side("s", 1024), 1024, vec![], None);
     server
 }
 

@@ -99,12 +99,14 @@ fn message() -> impl Strategy<Value = Message> {
                 config,
                 sides,
                 qps,
+                connection: Default::default(),
             }
         }),
         (sides(), qps(), any::<u32>()).prop_map(|(sides, qps, mtu)| Message::Accept {
             sides,
             qps,
-            mtu
+            mtu,
+            cm_port: None,
         }),
         any::<String>().prop_map(|reason| Message::Reject { reason }),
         any::<u32>().prop_map(|phase| Message::Barrier { phase }),

@@ -109,10 +109,25 @@ impl EventChannel {
                 // freed) once.
                 let copied = unsafe {
                     let e = &*event;
+                    let kind = CmEventKind::from_raw(e.event);
+                    let conn = e.param.conn;
+                    // A connection request's data lives in the event
+                    // (`private_data_len` bytes, a `u8`: at most 255).
+                    let private_data =
+                        if kind == CmEventKind::ConnectRequest && !conn.private_data.is_null() {
+                            std::slice::from_raw_parts(
+                                conn.private_data.cast::<u8>(),
+                                usize::from(conn.private_data_len),
+                            )
+                            .to_vec()
+                        } else {
+                            Vec::new()
+                        };
                     CmEvent {
-                        kind: CmEventKind::from_raw(e.event),
+                        kind,
                         status: e.status,
                         id: e.id,
+                        private_data,
                     }
                 };
                 // SAFETY: as above: acknowledged once, not used after.
@@ -226,13 +241,16 @@ impl CmEventKind {
 }
 
 /// One event, copied out of librdmacm's (which is acknowledged at once).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct CmEvent {
     kind: CmEventKind,
     /// 0, a negative errno, or (REJECTED) the peer's reject reason.
     status: i32,
     /// The id it is for (compared, never dereferenced here).
     id: *mut ffi::rdma_cm_id,
+    /// A connection request's private data (at most 255 bytes: its
+    /// length is a `u8`); empty for other events.
+    private_data: Vec<u8>,
 }
 
 /// A connection-manager identifier (`rdma_create_id`, RDMA_PS_TCP): one
@@ -295,21 +313,31 @@ impl fmt::Debug for CmId {
     }
 }
 
+/// Bytes of private data a connect or accept carries: the most every
+/// transport delivers whole (56 on InfiniBand and RoCE, the CM's REQ;
+/// iWARP's MPA carries more), so 16 fits everywhere.
+pub const PRIVATE_DATA_LEN: usize = 16;
+
 /// What a connecting or accepting side offers for RDMA READ and atomics
-/// (`rdma_conn_param`).
+/// (`rdma_conn_param`), and the private data the peer receives with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectParams {
     /// READs and atomics this side lets the peer have outstanding on it.
     pub responder_resources: u8,
     /// READs and atomics this side keeps outstanding on the peer.
     pub initiator_depth: u8,
+    /// Carried to the peer: a connect's reaches the listener with the
+    /// request ([`ConnectRequest::private_data`]; InfiniBand pads it).
+    pub private_data: [u8; PRIVATE_DATA_LEN],
 }
 
 impl ConnectParams {
-    fn to_raw(self) -> ffi::rdma_conn_param {
+    /// `param` reads the private data through a pointer into `self`:
+    /// `self` must outlive the call that takes `param`.
+    fn as_raw(&self) -> ffi::rdma_conn_param {
         ffi::rdma_conn_param {
-            private_data: std::ptr::null(),
-            private_data_len: 0,
+            private_data: self.private_data.as_ptr().cast(),
+            private_data_len: PRIVATE_DATA_LEN as u8,
             responder_resources: self.responder_resources,
             initiator_depth: self.initiator_depth,
             flow_control: 1,
@@ -356,6 +384,48 @@ fn sockaddr_of(addr: SocketAddr) -> libc::sockaddr_storage {
         }
     }
     storage
+}
+
+/// The socket address at `sa`, when it is IPv4 or IPv6 (an unset one,
+/// family 0, is `None`).
+///
+/// # Safety
+/// `sa` points to a `sockaddr_storage`-sized socket address.
+unsafe fn socket_addr_at(sa: *const libc::sockaddr) -> Option<SocketAddr> {
+    // SAFETY: the caller's; each cast reads the layout its family names,
+    // inside the storage.
+    unsafe {
+        match i32::from((*sa).sa_family) {
+            libc::AF_INET => {
+                let sin = &*sa.cast::<libc::sockaddr_in>();
+                Some(SocketAddr::new(
+                    std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).into(),
+                    u16::from_be(sin.sin_port),
+                ))
+            }
+            libc::AF_INET6 => {
+                let sin6 = &*sa.cast::<libc::sockaddr_in6>();
+                Some(SocketAddr::V6(std::net::SocketAddrV6::new(
+                    sin6.sin6_addr.s6_addr.into(),
+                    u16::from_be(sin6.sin6_port),
+                    u32::from_be(sin6.sin6_flowinfo),
+                    sin6.sin6_scope_id,
+                )))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A connection request to a listener ([`CmId::next_request`]).
+#[derive(Debug)]
+pub struct ConnectRequest {
+    /// The requesting connection's id, on a channel of its own: accept
+    /// ([`CmId::accept`]) or reject ([`CmId::reject`]) it.
+    pub id: CmId,
+    /// The private data the peer connected with (InfiniBand pads it to
+    /// 56 bytes with zeros; at most 255).
+    pub private_data: Vec<u8>,
 }
 
 impl CmId {
@@ -522,16 +592,60 @@ impl CmId {
     /// [`Error::Verb`] when the address cannot be bound (`EADDRINUSE`,
     /// `EADDRNOTAVAIL`: no RDMA device has it) or listened on.
     pub fn listen(addr: SocketAddr, backlog: i32) -> Result<Self> {
+        let id = Self::bind(addr)?;
+        // SAFETY: a live, bound id.
+        let rc = unsafe { ffi::rdma_listen(id.raw(), backlog) };
+        crate::error::check("rdma_listen", rc)?;
+        Ok(id)
+    }
+
+    /// A new id bound to the local address `addr` (`rdma_bind_addr`): it
+    /// is then on the device that has the address ([`CmId::device_name`];
+    /// none for an address no RDMA device has, e.g. a wildcard).
+    ///
+    /// # Errors
+    /// [`Error::Verb`] when the address cannot be bound (`EADDRINUSE`,
+    /// `EADDRNOTAVAIL`).
+    pub fn bind(addr: SocketAddr) -> Result<Self> {
         let id = Self::new()?;
         let mut raw_addr = sockaddr_of(addr);
         // SAFETY: a live id and a valid socket address that lives across
         // the call, which copies it.
         let rc = unsafe { ffi::rdma_bind_addr(id.raw(), (&raw mut raw_addr).cast()) };
         crate::error::check("rdma_bind_addr", rc)?;
-        // SAFETY: a live, bound id.
-        let rc = unsafe { ffi::rdma_listen(id.raw(), backlog) };
-        crate::error::check("rdma_listen", rc)?;
         Ok(id)
+    }
+
+    /// The id's local address (bound, resolved, or of a request: the
+    /// address the peer reached), if it has one.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        // SAFETY: a live id; its route's source address is a
+        // `sockaddr_storage`-sized union (family 0 until set).
+        unsafe { socket_addr_at(&raw const (*self.raw()).route.addr.src_addr_union.src_addr) }
+    }
+
+    /// The id's peer address (resolved, or of a request: the peer's), if
+    /// it has one.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        // SAFETY: as `local_addr`, for the destination.
+        unsafe { socket_addr_at(&raw const (*self.raw()).route.addr.dst_addr_union.dst_addr) }
+    }
+
+    /// The source GID of the id's route (on RoCE the GID of its local
+    /// address; all zero before the id is bound or resolved).
+    pub fn source_gid(&self) -> crate::Gid {
+        // SAFETY: a live id; `ibaddr` is the route's only union member.
+        crate::Gid(unsafe { (*self.raw()).route.addr.addr.ibaddr.sgid.raw })
+    }
+
+    /// Turns a connection request down (`rdma_reject`, no private data).
+    ///
+    /// # Errors
+    /// [`Error::Verb`] when librdmacm refuses.
+    pub fn reject(&self) -> Result<()> {
+        // SAFETY: a live id from a connection request; no private data.
+        let rc = unsafe { ffi::rdma_reject(self.raw(), std::ptr::null(), 0) };
+        crate::error::check("rdma_reject", rc)
     }
 
     /// The local port the id is bound to (host order).
@@ -541,11 +655,12 @@ impl CmId {
     }
 
     /// The next connection request to this listener, as an id of its own
-    /// (on a channel of its own), waiting at most `timeout`.
+    /// (on a channel of its own) with the peer's private data, waiting at
+    /// most `timeout`.
     ///
     /// # Errors
     /// [`Error::Timeout`]; [`Error::Cm`] for another event.
-    pub fn next_request(&self, timeout: Duration) -> Result<Self> {
+    pub fn next_request(&self, timeout: Duration) -> Result<ConnectRequest> {
         let started = Instant::now();
         let event = self
             .inner
@@ -578,8 +693,11 @@ impl CmId {
         // of the listener's (whose clone drops here).
         let mut owned = orphan;
         owned.channel = channel;
-        Ok(Self {
-            inner: Arc::new(owned),
+        Ok(ConnectRequest {
+            id: Self {
+                inner: Arc::new(owned),
+            },
+            private_data: event.private_data,
         })
     }
 
@@ -614,7 +732,7 @@ impl CmId {
     ) -> Result<()> {
         self.has_qp()?;
         let started = Instant::now();
-        let mut param = params.to_raw();
+        let mut param = params.as_raw();
         // SAFETY: `call` is `rdma_connect` (on a live, resolved id) or
         // `rdma_accept` (on a live id from a connection request), each
         // with a QP (checked above); `param` is valid and lives across the

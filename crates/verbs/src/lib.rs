@@ -112,7 +112,7 @@ mod wr;
 mod wr_ex;
 
 pub use bound::BoundQueuePair;
-pub use cm::{CmEventKind, CmId, ConnectParams, EventChannel};
+pub use cm::{CmEventKind, CmId, ConnectParams, ConnectRequest, EventChannel, PRIVATE_DATA_LEN};
 pub use context::{
     AtomicCap, Context, DeviceAttributes, DeviceInfo, Gid, GidEntry, GidType, LinkLayer, Mtu,
     PortAttributes, PortState, Transport, devices,

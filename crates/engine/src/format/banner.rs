@@ -47,6 +47,8 @@ pub struct BannerInfo {
     pub outs: Option<u32>,
     /// The inline size (write tests).
     pub inline_size: u32,
+    /// Whether the QPs connect through rdma_cm (`rdma_cm QPs : ON`).
+    pub rdma_cm: bool,
     /// rdmaperf's own lines, after perftest's.
     pub extra: Vec<String>,
 }
@@ -115,7 +117,7 @@ impl BannerInfo {
                 let _ = writeln!(s, " Max inline data : {}[B]", self.inline_size);
             }
         }
-        let _ = writeln!(s, " rdma_cm QPs\t : {}", on_off(false));
+        let _ = writeln!(s, " rdma_cm QPs\t : {}", on_off(self.rdma_cm));
         let _ = writeln!(s, " Data ex. method : Ethernet");
         for e in &self.extra {
             let _ = writeln!(s, "{e}");
@@ -261,6 +263,7 @@ mod tests {
             outs: None,
             inline_size: 0,
             extra: vec![" Threads         : 1".into()],
+            rdma_cm: false,
         };
         let text = info.render();
         let lines: Vec<&str> = text.lines().collect();

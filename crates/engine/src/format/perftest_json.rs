@@ -146,7 +146,7 @@ fn cpu_tail(s: &mut String, cpu: Option<f64>) {
 }
 
 /// perftest's `test_info` object, for what rdmaperf runs: RC, no SRQ, no
-/// dual port, no rdma_cm, host memory, `ibv_post_send`, no PCIe relaxed
+/// dual port, rdma_cm as the run connected, host memory, `ibv_post_send`, no PCIe relaxed
 /// ordering.
 fn test_info(s: &mut String, title: &str, ctx: &RunContext) {
     let on_off = |b: bool| if b { "ON" } else { "OFF" };
@@ -201,7 +201,7 @@ fn test_info(s: &mut String, title: &str, ctx: &RunContext) {
             let _ = writeln!(s, "\"Max_inline_data\": {inline},");
         }
     }
-    let _ = writeln!(s, "\"rdma_cm_QPs\": \"{}\",", on_off(false));
+    let _ = writeln!(s, "\"rdma_cm_QPs\": \"{}\",", on_off(ctx.rdma_cm));
     s.push_str("\"Use_ROCm_memory\": \"OFF\",\n\"Use_MUSA_memory\": \"OFF\",\n");
     s.push_str("\"Data_ex_method\": \"Ethernet\"\n},\n");
 }

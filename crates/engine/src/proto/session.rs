@@ -39,7 +39,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::bench::config::{TestConfig, setup_budget};
-use crate::proto::wire::{MAX_PEER_TEXT, Message, QpInfo, SideInfo, printable};
+use crate::proto::wire::{MAX_PEER_TEXT, Message, QpConnection, QpInfo, SideInfo, printable};
 
 /// How long a wait for the peer's next message may last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +134,9 @@ pub enum SessionError {
     InvalidMtu(u32),
     /// The server's accept described this many device sides, not one.
     SideCount(usize),
+    /// The client asked for rdma_cm and the server's accept named no
+    /// rdma_cm port.
+    NoCmPort,
     /// The client started a phase beyond the test's sizes.
     PhaseBeyondSizes {
         /// The phase.
@@ -169,6 +172,10 @@ impl fmt::Display for SessionError {
             Self::SideCount(count) => write!(
                 f,
                 "this build runs one device per side; the server described {count}"
+            ),
+            Self::NoCmPort => write!(
+                f,
+                "the server accepted an rdma_cm test (-R) without naming its rdma_cm port"
             ),
             Self::PhaseBeyondSizes { phase, sizes } => {
                 write!(f, "client started phase {phase} of a {sizes}-size test")
@@ -353,6 +360,9 @@ pub struct Accepted {
     pub qps: Vec<QpInfo>,
     /// The path MTU both sides use, in bytes.
     pub mtu: u32,
+    /// The server's rdma_cm port (non-zero), when the QPs connect
+    /// through rdma_cm.
+    pub cm_port: Option<u16>,
 }
 
 /// A phase to run.
@@ -382,6 +392,7 @@ pub struct ClientSession {
     walk: Walk,
     at: ClientAt,
     phase: u32,
+    connection: QpConnection,
 }
 
 impl ClientSession {
@@ -391,7 +402,14 @@ impl ClientSession {
             walk,
             at: ClientAt::Start,
             phase: 0,
+            connection: QpConnection::QpExchange,
         }
+    }
+
+    /// The same session, connecting its QPs `connection`'s way (the
+    /// hello says so; an rdma_cm accept must name the server's port).
+    pub fn connecting(self, connection: QpConnection) -> Self {
+        Self { connection, ..self }
     }
 
     /// The hello to send — the test, its configuration, our side with the
@@ -415,6 +433,7 @@ impl ClientSession {
             config,
             sides: vec![with_mtu(side, mtu)],
             qps,
+            connection: self.connection,
         };
         (hello, bound)
     }
@@ -428,14 +447,30 @@ impl ClientSession {
         debug_assert_eq!(self.at, ClientAt::Hello);
         self.at = ClientAt::Finished;
         match answer {
-            Message::Accept { sides, qps, mtu } => {
+            Message::Accept {
+                sides,
+                qps,
+                mtu,
+                cm_port,
+            } => {
                 let [side] = <[SideInfo; 1]>::try_from(sides)
                     .map_err(|sides| SessionError::SideCount(sides.len()))?;
                 if !PATH_MTUS.contains(&mtu) {
                     return Err(SessionError::InvalidMtu(mtu));
                 }
+                let cm_port = match self.connection {
+                    QpConnection::QpExchange => None,
+                    QpConnection::RdmaCm => {
+                        Some(cm_port.filter(|&p| p != 0).ok_or(SessionError::NoCmPort)?)
+                    }
+                };
                 self.at = ClientAt::Between;
-                Ok(Accepted { side, qps, mtu })
+                Ok(Accepted {
+                    side,
+                    qps,
+                    mtu,
+                    cm_port,
+                })
             }
             Message::Busy { reason } => Err(SessionError::Busy(printable(&reason, MAX_PEER_TEXT))),
             other => Err(unexpected(&other, "accept")),
@@ -601,6 +636,8 @@ pub struct Hello<C> {
     pub side: SideInfo,
     /// The client's QPs.
     pub qps: Vec<QpInfo>,
+    /// How the client connects the QPs.
+    pub connection: QpConnection,
 }
 
 /// What a server's test would take of its memory.
@@ -678,6 +715,7 @@ impl ServerSession {
             config,
             sides,
             qps,
+            connection,
         } = first
         else {
             return Err(unexpected(&first, "hello"));
@@ -710,7 +748,12 @@ impl ServerSession {
         }
         self.walk = Some(Walk::of(&config, qps.len(), self.timeout));
         self.at = ServerAt::Checked;
-        Ok(Ok(Hello { config, side, qps }))
+        Ok(Ok(Hello {
+            config,
+            side,
+            qps,
+            connection,
+        }))
     }
 
     /// Whether the test, as `estimate`d, fits `--max-mem`.
@@ -732,15 +775,23 @@ impl ServerSession {
         Ok(())
     }
 
-    /// The acceptance to send: our side (the one entry of `sides`), QPs
-    /// and the path MTU.
-    pub fn accept(&mut self, side: &SideInfo, mtu: u32, qps: Vec<QpInfo>) -> Message {
+    /// The acceptance to send: our side (the one entry of `sides`), QPs,
+    /// the path MTU, and our rdma_cm listener's port when the client
+    /// connects through rdma_cm.
+    pub fn accept(
+        &mut self,
+        side: &SideInfo,
+        mtu: u32,
+        qps: Vec<QpInfo>,
+        cm_port: Option<u16>,
+    ) -> Message {
         debug_assert_eq!(self.at, ServerAt::Checked);
         self.at = ServerAt::Between;
         Message::Accept {
             sides: vec![with_mtu(side, mtu)],
             qps,
             mtu,
+            cm_port,
         }
     }
 

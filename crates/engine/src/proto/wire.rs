@@ -35,8 +35,10 @@ use crate::results::record::SideRecord;
 pub const MAGIC: [u8; 4] = *b"RDPF";
 /// The protocol version this build speaks; both sides must agree exactly.
 /// Version 2: `Hello` and `Accept` carry `sides`, a list of [`SideInfo`]
-/// (one per device), where version 1 carried one `side`.
-pub const PROTOCOL_VERSION: u16 = 2;
+/// (one per device), where version 1 carried one `side`. Version 3:
+/// `Hello` says how the queue pairs connect ([`QpConnection`]), `Accept`
+/// carries the server's rdma_cm port when they connect through rdma_cm.
+pub const PROTOCOL_VERSION: u16 = 3;
 /// Largest accepted payload, in bytes.
 /// 4 MiB: a `Hello` or `Accept` with `MAX_QPS` queue pairs at their widest
 /// (about 145 bytes of JSON each, 2.4 MB) fits.
@@ -115,6 +117,69 @@ pub struct SideInfo {
     pub max_rd_atom: u32,
 }
 
+/// How the two sides connect their queue pairs (the client's choice, which
+/// the server follows, as the rest of the configuration).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QpConnection {
+    /// Each side moves its QPs to RTS itself, from the QP numbers, PSNs
+    /// and GIDs of [`QpInfo`] (perftest's default).
+    #[default]
+    QpExchange,
+    /// Through the RDMA connection manager (perftest's `-R`): the client
+    /// connects each QP to the server's rdma_cm listener (the port in
+    /// `Accept`); [`QpInfo`] then carries only the memory (QP numbers,
+    /// PSNs and GIDs are the connection manager's).
+    RdmaCm,
+}
+
+/// Bytes of [`CmTag`] on the wire: rdma_cm's private data of each
+/// connect (16 fits every transport whole).
+pub const CM_TAG_LEN: usize = 16;
+
+/// What an rdmaperf client says with each rdma_cm connect (its private
+/// data): QP `qp` of `qps`, for the listener on `port`. The server
+/// accepts the requests of its session in order and turns away any other
+/// (a request from another program, or one of another session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CmTag {
+    /// The QP's index, from 0.
+    pub qp: u32,
+    /// The session's number of QPs.
+    pub qps: u32,
+    /// The server's rdma_cm port the client was told.
+    pub port: u16,
+}
+
+impl CmTag {
+    /// The private data: [`MAGIC`], `qp`, `qps`, `port` (big-endian), two
+    /// zero bytes.
+    pub fn encode(self) -> [u8; CM_TAG_LEN] {
+        let mut b = [0u8; CM_TAG_LEN];
+        b[0..4].copy_from_slice(&MAGIC);
+        b[4..8].copy_from_slice(&self.qp.to_be_bytes());
+        b[8..12].copy_from_slice(&self.qps.to_be_bytes());
+        b[12..14].copy_from_slice(&self.port.to_be_bytes());
+        b
+    }
+
+    /// The tag in a request's private data (InfiniBand pads it with
+    /// zeros: the bytes beyond are ignored); `None` when it is not one.
+    pub fn decode(data: &[u8]) -> Option<Self> {
+        let b = data.get(..CM_TAG_LEN)?;
+        if b[0..4] != MAGIC || b[14..16] != [0, 0] {
+            return None;
+        }
+        let word = |at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let tag = Self {
+            qp: word(4),
+            qps: word(8),
+            port: u16::from_be_bytes([b[12], b[13]]),
+        };
+        (tag.qp < tag.qps).then_some(tag)
+    }
+}
+
 /// One handshake message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
@@ -132,6 +197,9 @@ pub enum Message {
         sides: Vec<SideInfo>,
         /// The client's queue pairs.
         qps: Vec<QpInfo>,
+        /// How the queue pairs connect.
+        #[serde(default)]
+        connection: QpConnection,
     },
     /// Kind 2, server to client: the server runs the test.
     Accept {
@@ -142,6 +210,10 @@ pub enum Message {
         qps: Vec<QpInfo>,
         /// The path MTU both sides use, in bytes.
         mtu: u32,
+        /// The port of the server's rdma_cm listener, on the address the
+        /// client reached, when the QPs connect through rdma_cm.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cm_port: Option<u16>,
     },
     /// Kind 3, server to client: the server will not run the test.
     Reject {
@@ -758,6 +830,7 @@ mod tests {
                 config: serde_json::json!({"size": 65536, "iters": 5000, "bidir": false, "x": [1.5, null]}),
                 sides: vec![side()],
                 qps: vec![qp(0), qp(1)],
+                connection: Default::default(),
             },
             Message::Accept {
                 sides: vec![
@@ -775,6 +848,14 @@ mod tests {
                 ],
                 qps: vec![qp(7)],
                 mtu: 1024,
+                cm_port: Some(40_001),
+            },
+            Message::Hello {
+                test: "send_bw".into(),
+                config: serde_json::json!({}),
+                sides: vec![side()],
+                qps: vec![qp(0)],
+                connection: QpConnection::RdmaCm,
             },
             Message::Reject {
                 reason: "no such test \"ü\"".into(),
@@ -868,6 +949,32 @@ mod tests {
     }
 
     #[test]
+    fn a_cm_tag_round_trips_padded_and_anything_else_is_none() {
+        let tag = CmTag {
+            qp: 3,
+            qps: 4,
+            port: 40_001,
+        };
+        let bytes = tag.encode();
+        assert_eq!(&bytes[..4], b"RDPF");
+        assert_eq!(CmTag::decode(&bytes), Some(tag));
+        // InfiniBand's REQ pads the private data to 56 bytes.
+        let mut padded = bytes.to_vec();
+        padded.resize(56, 0);
+        assert_eq!(CmTag::decode(&padded), Some(tag));
+        // Short, another program's, a QP beyond the count, trailing junk
+        // in the reserved bytes.
+        assert_eq!(CmTag::decode(&bytes[..15]), None);
+        assert_eq!(CmTag::decode(&[0; 56]), None);
+        assert_eq!(CmTag::decode(b"perftest-private"), None);
+        let beyond = CmTag { qp: 4, ..tag }.encode();
+        assert_eq!(CmTag::decode(&beyond), None);
+        let mut junk = bytes;
+        junk[15] = 1;
+        assert_eq!(CmTag::decode(&junk), None);
+    }
+
+    #[test]
     fn kinds_and_names_are_stable() {
         let got: Vec<(u8, &str)> = all_variants()
             .iter()
@@ -878,6 +985,7 @@ mod tests {
             [
                 (1, "hello"),
                 (2, "accept"),
+                (1, "hello"),
                 (3, "reject"),
                 (4, "barrier"),
                 (5, "heartbeat"),
@@ -897,7 +1005,7 @@ mod tests {
     fn payload_is_the_body_as_json_with_hex_gids() {
         let bytes = encode(&Message::Barrier { phase: 4 }).unwrap();
         assert_eq!(&bytes[HEADER_LEN..], br#"{"phase":4}"#);
-        assert_eq!(&bytes[4..8], &[0, 2, 4, 0]);
+        assert_eq!(&bytes[4..8], &[0, 3, 4, 0]);
         let bytes = encode(&Message::Heartbeat).unwrap();
         assert_eq!(&bytes[HEADER_LEN..], b"{}");
         // A result of None is an absent field; Some(null) is null.
@@ -917,6 +1025,7 @@ mod tests {
             sides: vec![side()],
             qps: vec![],
             mtu: 4096,
+            cm_port: None,
         })
         .unwrap();
         let text = std::str::from_utf8(&bytes[HEADER_LEN..]).unwrap();
@@ -1015,11 +1124,11 @@ mod tests {
         let e = decode(&f).unwrap_err();
         assert!(matches!(
             e,
-            WireError::VersionMismatch { ours: 2, theirs: 7 }
+            WireError::VersionMismatch { ours: 3, theirs: 7 }
         ));
         assert_eq!(
             e.to_string(),
-            "peer speaks rdmaperf protocol version 7, we speak 2"
+            "peer speaks rdmaperf protocol version 7, we speak 3"
         );
         assert!(matches!(
             read_message(&mut Cursor::new(&f)),
@@ -1038,12 +1147,12 @@ mod tests {
             read_message(&mut Cursor::new(&f)).unwrap_err(),
         ] {
             assert!(
-                matches!(e, WireError::VersionMismatch { ours: 2, theirs: 1 }),
+                matches!(e, WireError::VersionMismatch { ours: 3, theirs: 1 }),
                 "{e:?}"
             );
             assert_eq!(
                 e.to_string(),
-                "peer speaks rdmaperf protocol version 1, we speak 2"
+                "peer speaks rdmaperf protocol version 1, we speak 3"
             );
         }
         // The same body under this version is malformed: `side` is gone.
@@ -1190,6 +1299,7 @@ mod tests {
             config: Value::Null,
             sides: vec![side()],
             qps: qps.clone(),
+            connection: Default::default(),
         };
         let e = encode(&hello).unwrap_err();
         assert!(matches!(
@@ -1207,6 +1317,7 @@ mod tests {
             sides: vec![side()],
             qps,
             mtu: 4096,
+            cm_port: None,
         };
         let payload = encode_payload(&accept).unwrap();
         assert!(matches!(
@@ -1218,6 +1329,7 @@ mod tests {
             sides: vec![side()],
             qps: vec![qp(0); MAX_QPS],
             mtu: 4096,
+            cm_port: None,
         };
         let payload = encode_payload(&at_bound).unwrap();
         assert_eq!(decode_payload(2, &payload).unwrap(), at_bound);
@@ -1231,11 +1343,13 @@ mod tests {
                 config: Value::Null,
                 sides: vec![side(); n],
                 qps: vec![qp(0)],
+                connection: Default::default(),
             },
             Message::Accept {
                 sides: vec![side(); n],
                 qps: vec![qp(0)],
                 mtu: 4096,
+                cm_port: None,
             },
         ]
     }

@@ -77,6 +77,10 @@ pub struct RunContext {
     /// trips (write), 1 for full ones (read); 1 for bandwidth tests.
     #[serde(skip)]
     pub rtt_factor: u32,
+    /// Whether the QPs were connected through rdma_cm (`-R`); absent from
+    /// the record when not.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub rdma_cm: bool,
 }
 
 /// One QP's path, read back from the device.
@@ -177,6 +181,7 @@ pub(crate) mod tests {
             outstanding_reads: Some(16),
             qp_paths: Vec::new(),
             rtt_factor: 1,
+            rdma_cm: false,
         }
     }
 }
