@@ -326,3 +326,184 @@ fn two_ids_connect_through_rdma_cm_on_roce_by_ipv6_link_local_address() {
         verbs::Transport::InfiniBand,
     );
 }
+
+/// A server of `bin` under `-R` listening on `bind`, and a client of it
+/// with `client_args` connecting to `host` (the server takes the test
+/// from the client); (server, client) outputs.
+fn cm_pair(
+    bin: &str,
+    bind: &str,
+    host: &str,
+    client_args: &[&str],
+    server_args: &[&str],
+) -> (std::process::Output, std::process::Output) {
+    let port = free_port().to_string();
+    let mut s = vec![
+        "-R",
+        "--bind",
+        bind,
+        "-p",
+        &port,
+        "--accept-timeout",
+        "30",
+        "--timeout",
+        "10",
+    ];
+    s.extend_from_slice(server_args);
+    let server = Reaper::spawn(bin, &s);
+    let mut c = vec!["-R", "-p", &port, "--timeout", "10"];
+    c.extend_from_slice(client_args);
+    c.push(host);
+    let client = Reaper::spawn(bin, &c).wait_bounded(Duration::from_secs(120), "client");
+    let server = server.wait_bounded(LIMIT, "server");
+    (server, client)
+}
+
+/// Both ended with exit 0; the client printed a result row.
+fn assert_ran(name: &str, server: &std::process::Output, client: &std::process::Output) {
+    assert_eq!(
+        client.status.code(),
+        Some(0),
+        "{name} client: {}",
+        text(&client.stderr)
+    );
+    assert_eq!(
+        server.status.code(),
+        Some(0),
+        "{name} server: {}",
+        text(&server.stderr)
+    );
+    let out = text(&client.stdout);
+    assert!(
+        out.lines().any(|l| l.starts_with(' ')
+            && l.split_whitespace()
+                .next()
+                .is_some_and(|w| w.parse::<u64>().is_ok())),
+        "{name}: no result row in {out}"
+    );
+}
+
+#[test]
+#[ignore = "needs an iWARP device: RDMAPERF_TEST_SIW_DEVICE (scripts/test runs it on soft-iWARP)"]
+fn every_test_siw_supports_runs_over_rdma_cm_on_iwarp_with_rdma_cm_qps_on() {
+    let dev = siw_device();
+    let host = siw_addr().to_string();
+    for bin in [
+        env!("CARGO_BIN_EXE_write_bw"),
+        env!("CARGO_BIN_EXE_read_bw"),
+        env!("CARGO_BIN_EXE_send_bw"),
+        env!("CARGO_BIN_EXE_write_lat"),
+        env!("CARGO_BIN_EXE_read_lat"),
+        env!("CARGO_BIN_EXE_send_lat"),
+    ] {
+        let name = bin.rsplit('/').next().unwrap();
+        // -d on the client binds the source address to siw0's.
+        let (s, c) = cm_pair(bin, "0.0.0.0", &host, &["-d", &dev, "-n", "200"], &[]);
+        assert_ran(name, &s, &c);
+        for (who, out) in [("client", &c), ("server", &s)] {
+            let err = text(&out.stderr);
+            assert!(
+                err.contains(" rdma_cm QPs\t : ON")
+                    && err.contains(&format!("Device         : {dev}")),
+                "{name} {who}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an iWARP device: RDMAPERF_TEST_SIW_DEVICE (scripts/test runs it on soft-iWARP)"]
+fn rdma_cm_runs_several_qps_and_threads_and_out_json_names_the_resolved_device() {
+    let dev = siw_device();
+    let host = siw_addr().to_string();
+    let (s, c) = cm_pair(
+        env!("CARGO_BIN_EXE_write_bw"),
+        "0.0.0.0",
+        &host,
+        &["-q", "4", "--threads", "2", "-n", "500"],
+        &[],
+    );
+    assert_ran("write_bw -q 4 --threads 2", &s, &c);
+    // read_bw: the reader's sink has remote write (iWARP's rule), and
+    // every QP's data check passes.
+    let dir = support::TempDir::new("cm-out-json");
+    let json = dir.path("perftest_out.json");
+    let json_arg = format!("--out_json_file={}", json.display());
+    let (s, c) = cm_pair(
+        env!("CARGO_BIN_EXE_read_bw"),
+        "0.0.0.0",
+        &host,
+        &["-q", "2", "-n", "300", "--out_json", &json_arg],
+        &[],
+    );
+    assert_ran("read_bw -q 2", &s, &c);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["test_info"]["rdma_cm_QPs"], "ON", "{v}");
+    assert_eq!(v["test_info"]["Device"], dev.as_str(), "{v}");
+    assert_eq!(v["test_info"]["Number_of_qps"], 2, "{v}");
+}
+
+#[test]
+#[ignore = "needs RDMAPERF_TEST_DEVICE and RDMAPERF_TEST_SIW_DEVICE (scripts/test)"]
+fn rdma_cm_on_roce_by_ipv6_link_local_address_and_device_mismatches_named() {
+    let rxe = test_device();
+    let siw = siw_device();
+    let host = format!("{}%veth0", link_local("veth0"));
+    let (s, c) = cm_pair(
+        env!("CARGO_BIN_EXE_write_bw"),
+        "::",
+        &host,
+        &["-n", "200"],
+        &[],
+    );
+    assert_ran("write_bw over rxe by IPv6", &s, &c);
+    assert!(
+        text(&c.stderr).contains(&format!("Device         : {rxe}")),
+        "{}",
+        text(&c.stderr)
+    );
+    // The client's -d names a device with no address toward the server.
+    let (code, err) = {
+        let out = Reaper::spawn(
+            env!("CARGO_BIN_EXE_write_bw"),
+            &[
+                "-R",
+                "-d",
+                &rxe,
+                "-p",
+                &free_port().to_string(),
+                &siw_addr().to_string(),
+            ],
+        )
+        .wait_bounded(LIMIT, "client");
+        (out.status.code(), text(&out.stderr))
+    };
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "-d/--ib-dev: {rxe} has no IPv4 address to reach {}",
+            siw_addr()
+        )),
+        "{err}"
+    );
+    // The server's -d names another device than the address the client
+    // reached: the client hears both names.
+    let (s, c) = cm_pair(
+        env!("CARGO_BIN_EXE_write_bw"),
+        "0.0.0.0",
+        &siw_addr().to_string(),
+        &["-n", "10"],
+        &["-d", &rxe],
+    );
+    let err = text(&c.stderr);
+    assert_ne!(c.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!(
+            "-d/--ib-dev: {rxe} was asked for, but the address the client reached ({}) is on {siw}",
+            siw_addr()
+        )),
+        "{err}"
+    );
+    assert_ne!(s.status.code(), Some(0));
+}

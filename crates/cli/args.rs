@@ -1297,11 +1297,44 @@ mod tests {
     }
 
     #[test]
+    fn rdma_cm_is_taken_and_the_flags_it_decides_for_are_refused_beside_it() {
+        let p = parse_args(TestSpec::WRITE_BW, &["-R", "host"]).unwrap();
+        let built = p.run_options(TestSpec::WRITE_BW).unwrap();
+        assert!(built.options.connection.rdma_cm);
+        let p = parse_args(TestSpec::WRITE_BW, &["--rdma_cm"]).unwrap();
+        assert!(
+            p.run_options(TestSpec::WRITE_BW)
+                .unwrap()
+                .options
+                .connection
+                .rdma_cm
+        );
+        for (args, flag) in [
+            (&["-R", "-x", "3", "host"][..], "-x/--gid-index"),
+            (&["-R", "-S", "2", "host"][..], "-S/--sl"),
+            (&["-R", "--tclass", "96", "host"][..], "--tclass"),
+            (&["-R", "--flow_label", "7", "host"][..], "--flow_label"),
+            (&["-R", "--pkey_index", "1", "host"][..], "--pkey_index"),
+        ] {
+            let e = parse_args(TestSpec::WRITE_BW, args)
+                .unwrap()
+                .run_options(TestSpec::WRITE_BW)
+                .unwrap_err();
+            assert!(
+                e.0.starts_with(&format!(
+                    "{flag}: under -R/--rdma_cm the connection manager chooses the GID and path"
+                )),
+                "{args:?}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn perftest_flags_rdmaperf_lacks_are_refused_as_not_supported_yet() {
         for (args, starts) in [
             (
-                &["-R", "host"][..],
-                "-R/--rdma_cm: not supported by write_bw yet",
+                &["-z", "host"][..],
+                "-z/--comm_rdma_cm: not supported by write_bw yet",
             ),
             (
                 &["--use_cuda=0", "host"][..],

@@ -286,7 +286,14 @@ fn port_of_cm(
         .filter(|g| g.port == port && g.gid == sgid)
         .collect();
     matching.sort_by_key(|g| g.gid_type != verbs::GidType::RoceV2);
-    let (gid_index, gid) = match matching.first() {
+    // An active iWARP id leaves its route's GID unset: the port's
+    // first entry then (siw has one, from its netdev's MAC).
+    let first = || {
+        (sgid.0 == [0; 16])
+            .then(|| table.iter().find(|g| g.port == port))
+            .flatten()
+    };
+    let (gid_index, gid) = match matching.first().copied().or_else(first) {
         Some(g) => (Some(g.gid_index), g.gid.0),
         None => (None, sgid.0),
     };

@@ -298,11 +298,18 @@ impl Side {
         let pd = port.ctx.alloc_pd()?;
         let bytes = layout.memory();
         let len = usize::try_from(bytes).context("memory size")?;
+        let mut access = access_flags(layout.access);
+        if layout.access.remote_read && port.ctx.transport() == verbs::Transport::Iwarp {
+            // iWARP's READ response lands in the reader's memory as a
+            // tagged write to the sink's STag: the sink needs remote write
+            // (RFC 5040; perftest adds it for READ tests on iWARP).
+            access |= AccessFlags::REMOTE_WRITE;
+        }
         let region = Arc::new(
             if layout.huge_pages {
-                pd.allocate_huge(len, access_flags(layout.access))
+                pd.allocate_huge(len, access)
             } else {
-                pd.allocate(len, access_flags(layout.access))
+                pd.allocate(len, access)
             }
             .with_context(|| format!("registering {bytes} bytes on {}", port.ctx.name()))?,
         );
@@ -367,8 +374,19 @@ impl Side {
             }
             thread_cqs.push(first..cqs.len());
         }
+        if let Some(&cq) = pending.first() {
+            // rdma_cm makes the QPs only when connecting: one made here
+            // and dropped refuses now, as without rdma_cm, what the device
+            // would refuse then (an inline size beyond siw's 80 B).
+            drop(create_qp(&port, &pd, &cqs[cq], &caps, layout, &region)?);
+        }
         let side = Self {
-            psns: random_psns(qps.len()),
+            // Under rdma_cm the connection manager draws them (shown as 0).
+            psns: if pending.is_empty() {
+                random_psns(qps.len())
+            } else {
+                vec![0; pending.len()]
+            },
             qps,
             cqs,
             thread_cqs,
@@ -727,7 +745,8 @@ impl Side {
     fn fill_pattern(&self) -> anyhow::Result<()> {
         let area = usize::try_from(self.layout.area).context("area size")?;
         let mut buf = vec![0u8; area];
-        for q in 0..self.qps.len() {
+        // Every QP's area, made yet or not (rdma_cm makes them later).
+        for q in 0..self.layout.qps as usize {
             for (i, b) in buf.iter_mut().enumerate() {
                 *b = pattern_byte(q, i as u64);
             }

@@ -68,8 +68,8 @@ pub fn refusal(dev: &DeviceFacts<'_>, needs: &Needs) -> Option<String> {
         if !needs.rdma_cm {
             return Some(format!(
                 "{name} is an iWARP device: its queue pairs reach RTS only through the \
-                 iWARP connection manager, so {} connects them only with -R/--rdma_cm, \
-                 which this build does not support yet (docs/rdma-cm.md)",
+                 iWARP connection manager, so {} connects them only with -R/--rdma_cm: \
+                 add -R and name the server by its address on {name}'s network",
                 needs.binary
             ));
         }
