@@ -90,7 +90,11 @@ pub const REFUSED: &[Refused] = &[
     value(None, "rate_limit_type", RATE),
     value(None, "rate_units", RATE),
     value(None, "latency_gap", "a delay between latency posts"),
-    value(None, "retry_count", RDMA_CM),
+    value(
+        None,
+        "retry_count",
+        "rdma_cm connect retries (-R connects once, within --timeout)",
+    ),
     value(None, "payload_file_path", "payload patterns from a file"),
     value(None, "use_cuda", ACCEL),
     value(None, "use_cuda_bus_id", ACCEL),
