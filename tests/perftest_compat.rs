@@ -346,8 +346,8 @@ fn perftest_flags_rdmaperf_lacks_exit_2_as_not_supported_and_nothing_runs() {
     for (b, args, says) in [
         (
             "write_bw",
-            &["-R"][..],
-            "-R/--rdma_cm: not supported by write_bw yet",
+            &["-z"][..],
+            "-z/--comm_rdma_cm: not supported by write_bw yet",
         ),
         (
             "write_bw",
