@@ -507,3 +507,118 @@ fn rdma_cm_on_roce_by_ipv6_link_local_address_and_device_mismatches_named() {
     );
     assert_ne!(s.status.code(), Some(0));
 }
+
+/// The open descriptors of process `pid`.
+fn fds_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+#[test]
+#[ignore = "needs an iWARP device: RDMAPERF_TEST_SIW_DEVICE (scripts/test runs it on soft-iWARP)"]
+fn a_persistent_rdma_cm_server_outlives_a_client_dying_mid_connect_and_a_perftest_peer_and_leaks_nothing()
+ {
+    let dev = siw_device();
+    let host = siw_addr().to_string();
+    let port = free_port().to_string();
+    let bin = env!("CARGO_BIN_EXE_write_bw");
+    let server = Reaper::spawn(
+        bin,
+        &[
+            "-R",
+            "--persistent",
+            "--bind",
+            &host,
+            "-p",
+            &port,
+            "--timeout",
+            "4",
+        ],
+    );
+    let client = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec!["-R", "-d", dev.as_str(), "-p", &port, "--timeout", "4"];
+        args.extend_from_slice(extra);
+        args.push(&host);
+        Reaper::spawn_env(bin, &args, env)
+    };
+    // Warm up (librdmacm opens the device once per process), then count.
+    let first = client(&["-n", "20"], &[]).wait_bounded(LIMIT, "first client");
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let resources = support::resource_counts(&dev);
+    let fds = fds_of(server.id());
+
+    // A client killed once its first of two QPs is connected: the server's
+    // wait for the second ends within --timeout, and it goes on.
+    let mut dying = client(
+        &["-q", "2", "-n", "20"],
+        &[("RDMAPERF_PAUSE_AT", "cm-connect")],
+    );
+    dying.wait_stopped(LIMIT);
+    dying.signal("KILL");
+    drop(dying.wait_bounded(LIMIT, "killed client"));
+    // perftest's -R client: on iWARP its connection manager dials the
+    // control port over TCP and speaks MPA, which is no rdmaperf hello.
+    let perftest = Reaper::spawn("ib_write_bw", &["-R", "-d", &dev, "-p", &port, &host])
+        .wait_bounded(LIMIT, "ib_write_bw -R");
+    assert_ne!(
+        perftest.status.code(),
+        Some(0),
+        "{}",
+        text(&perftest.stdout)
+    );
+
+    // The killed client's session ends as its control connection closes
+    // (the server need not wait out --timeout); until then the server is
+    // busy with it.
+    let since = std::time::Instant::now();
+    loop {
+        let out = client(&["-n", "5", "-s", "64"], &[]).wait_bounded(LIMIT, "client");
+        if out.status.code() == Some(0) {
+            break;
+        }
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("is busy") && since.elapsed() < LIMIT,
+            "after the killed client: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Back-to-back sessions after both: every one runs.
+    let started = std::time::Instant::now();
+    // 100 in CI (~40 s under TCG); RDMAPERF_TEST_CM_SESSIONS=1000 for the
+    // issue's thousand (~6.5 min).
+    let sessions: u32 = std::env::var("RDMAPERF_TEST_CM_SESSIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    for i in 0..sessions {
+        let out = client(&["-n", "5", "-s", "64"], &[]).wait_bounded(LIMIT, "client");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "session {i}: {}",
+            text(&out.stderr)
+        );
+    }
+    eprintln!("{sessions} sessions in {:?}", started.elapsed());
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        support::resource_counts(&dev),
+        resources,
+        "device resources (QPs, CQs, MRs, PDs, cm_ids) after the sessions"
+    );
+    assert!(fds_of(server.id()) <= fds, "descriptors: {fds} before");
+    server.signal("TERM");
+    let out = server.wait_bounded(LIMIT, "server");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("session 2 with") && err.contains("failed"),
+        "the killed client's session is a failure on the server: {err}"
+    );
+    assert!(
+        err.contains(&format!("session {} with", sessions + 3)),
+        "{err}"
+    );
+}

@@ -461,8 +461,8 @@ where
         });
         // The server, waiting for the first barrier, gets heartbeats while
         // our QPs connect.
-        ch.with_heartbeat(|_| match cm_server {
-            Some(at) => side.connect_cm(&agreed.remote_qps, Some(at), outs, conn.timeout),
+        ch.with_heartbeat(|watch| match cm_server {
+            Some(at) => side.connect_cm(&agreed.remote_qps, Some(at), outs, conn.timeout, watch),
             None => side.connect(
                 &agreed.remote_qps,
                 mtu,
@@ -713,8 +713,8 @@ fn serve<M: Measure>(
         local_qps,
         remote_qps: hello.qps,
     };
-    ch.with_heartbeat(|_| match cm_port {
-        Some(_) => side.connect_cm(&agreed.remote_qps, None, outs, conn.timeout),
+    ch.with_heartbeat(|watch| match cm_port {
+        Some(_) => side.connect_cm(&agreed.remote_qps, None, outs, conn.timeout, watch),
         None => side.connect(
             &agreed.remote_qps,
             mtu,

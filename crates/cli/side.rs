@@ -25,22 +25,42 @@ use verbs::{
 };
 
 use crate::UsageError;
+use crate::oob::PeerWatch;
 use crate::setup::{CmEnd, Port};
+
+/// How long a server waits for a connection request before it looks
+/// whether its client is still there.
+const WATCH_SLICE: Duration = Duration::from_millis(200);
 
 /// The listener's next connection request tagged for `want`, within
 /// `timeout`; requests with another tag (another program, another
 /// session, a stale retry) are turned away with a note and the wait goes
-/// on to the same deadline.
-fn next_request(listener: &CmId, want: CmTag, timeout: Duration) -> anyhow::Result<CmId> {
+/// on to the same deadline. A client gone meanwhile (`watch`) ends the
+/// wait at once.
+fn next_request(
+    listener: &CmId,
+    want: CmTag,
+    timeout: Duration,
+    watch: &PeerWatch,
+) -> anyhow::Result<CmId> {
     let deadline = Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let request = listener.next_request(left).with_context(|| {
-            format!(
-                "waiting for the client's rdma_cm connection of QP {} of {}",
-                want.qp, want.qps
-            )
-        })?;
+        let request = match listener.next_request(left.min(WATCH_SLICE)) {
+            Ok(r) => r,
+            Err(verbs::Error::Timeout { .. }) if !left.is_zero() => {
+                if watch.should_stop() {
+                    return Err(watch.reason());
+                }
+                continue;
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "waiting for the client's rdma_cm connection of QP {} of {}",
+                    want.qp, want.qps
+                )));
+            }
+        };
         if CmTag::decode(&request.private_data) == Some(want) {
             return Ok(request.id);
         }
@@ -564,13 +584,14 @@ impl Side {
     /// # Errors
     /// A port not found through rdma_cm; the checks of [`Side::connect`];
     /// what the connection manager reports (rejected, unreachable, a
-    /// silent peer at the bound).
+    /// silent peer at the bound); a server's client gone (`watch`).
     pub fn connect_cm(
         &mut self,
         remote: &[QpInfo],
         server: Option<SocketAddr>,
         outs: u32,
         timeout: Duration,
+        watch: &PeerWatch,
     ) -> anyhow::Result<()> {
         let end = self
             .port
@@ -596,10 +617,8 @@ impl Side {
                 }
                 (CmEnd::Passive(listener), None) => {
                     let port = listener.local_port();
-                    (
-                        next_request(listener, CmTag { qp: q, qps, port }, timeout)?,
-                        port,
-                    )
+                    let want = CmTag { qp: q, qps, port };
+                    (next_request(listener, want, timeout, watch)?, port)
                 }
                 _ => bail!("an rdma_cm client connects to a server's address; a server accepts"),
             };
@@ -616,6 +635,9 @@ impl Side {
                 CmEnd::Passive(_) => id.accept(params, timeout),
             }
             .with_context(|| format!("connecting QP {q} of {qps} through rdma_cm"))?;
+            if q == 0 {
+                crate::stop::pause_point("cm-connect");
+            }
         }
         self.post_receive_rings()
     }

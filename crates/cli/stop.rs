@@ -180,7 +180,8 @@ pub fn interrupted_by(err: &anyhow::Error) -> Option<Signal> {
 /// itself with SIGSTOP here (the test then resumes or kills it). Points:
 /// `hello` (client, before sending its hello), `accept` (server, before
 /// answering it), `measure` (either side, after the start barrier),
-/// `done` (either side, before sending its result).
+/// `done` (either side, before sending its result), `cm-connect` (either
+/// side under `-R`, once its first QP is connected through rdma_cm).
 pub fn pause_point(point: &str) {
     static AT: OnceLock<Option<String>> = OnceLock::new();
     let at = AT.get_or_init(|| std::env::var("RDMAPERF_PAUSE_AT").ok());
