@@ -404,7 +404,8 @@ fn every_test_siw_supports_runs_over_rdma_cm_on_iwarp_with_rdma_cm_qps_on() {
             let err = text(&out.stderr);
             assert!(
                 err.contains(" rdma_cm QPs\t : ON")
-                    && err.contains(&format!("Device         : {dev}")),
+                    && err.contains(&format!("Device         : {dev}"))
+                    && err.contains("Transport type : IW"),
                 "{name} {who}: {err}"
             );
         }
@@ -440,6 +441,7 @@ fn rdma_cm_runs_several_qps_and_threads_and_out_json_names_the_resolved_device()
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["test_info"]["rdma_cm_QPs"], "ON", "{v}");
+    assert_eq!(v["test_info"]["Transport_type"], "IW", "{v}");
     assert_eq!(v["test_info"]["Device"], dev.as_str(), "{v}");
     assert_eq!(v["test_info"]["Number_of_qps"], 2, "{v}");
 }

@@ -190,6 +190,7 @@ fn banner<M: Measure>(spec: TestSpec, m: &M, side: &Side, agreed: &Agreed) {
         outs: spec.uses_outstanding_reads().then_some(outs),
         inline_size: 0,
         rdma_cm: port.cm.is_some(),
+        iwarp: port.ctx.transport() == verbs::Transport::Iwarp,
         extra: vec![format!(" Role            : {}", role.name())],
     };
     m.banner(role, &mut info);
@@ -236,6 +237,7 @@ fn context<M: Measure>(
         qp_paths: qp_paths(opts, m.config(), side)?,
         rtt_factor: 1,
         rdma_cm: side.port.cm.is_some(),
+        iwarp: side.port.ctx.transport() == verbs::Transport::Iwarp,
     }))
 }
 

@@ -194,8 +194,28 @@ pub fn open_cm_passive(local: SocketAddr, dev: &DeviceSelection) -> anyhow::Resu
     let mut at = local;
     at.set_ip(ip);
     at.set_port(0);
-    let listener = verbs::CmId::listen(at, LISTEN_BACKLOG)
-        .with_context(|| format!("cannot listen with rdma_cm on {ip}"))?;
+    // On iWARP the listener's port is a kernel TCP port too: one the
+    // connection manager picks may still be held by an earlier
+    // connection (seen after ~200 back-to-back sessions in the VM); a new
+    // id picks another.
+    let mut attempt = 1;
+    let listener = loop {
+        match verbs::CmId::listen(at, LISTEN_BACKLOG) {
+            Ok(l) => break l,
+            Err(verbs::Error::Verb { verb, os_error })
+                if verb == "rdma_listen"
+                    && os_error.raw_os_error() == Some(nix::libc::EADDRINUSE)
+                    && attempt < LISTEN_ATTEMPTS =>
+            {
+                attempt += 1;
+            }
+            Err(e) => {
+                return Err(
+                    anyhow::Error::new(e).context(format!("cannot listen with rdma_cm on {ip}"))
+                );
+            }
+        }
+    };
     port_of_cm(
         CmEnd::Passive(listener),
         dev,
@@ -208,6 +228,9 @@ pub fn open_cm_passive(local: SocketAddr, dev: &DeviceSelection) -> anyhow::Resu
 /// ours takes one per QP, in order, so a few suffice; more keep a burst of
 /// strays from crowding the client out).
 const LISTEN_BACKLOG: i32 = 64;
+
+/// Tries of a listener whose kernel-picked port is found in use.
+const LISTEN_ATTEMPTS: u32 = 5;
 
 /// A local address of device `name` in `dst`'s family: the first one
 /// whose rdma_cm binding lands on the device (the kernel's own answer, on

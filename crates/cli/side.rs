@@ -32,6 +32,9 @@ use crate::setup::{CmEnd, Port};
 /// whether its client is still there.
 const WATCH_SLICE: Duration = Duration::from_millis(200);
 
+/// Tries of one QP's rdma_connect whose local port is found in use.
+const CONNECT_ATTEMPTS: u32 = 5;
+
 /// The listener's next connection request tagged for `want`, within
 /// `timeout`; requests with another tag (another program, another
 /// session, a stale retry) are turned away with a note and the wait goes
@@ -604,37 +607,66 @@ impl Side {
         let (initiator_depth, responder_resources) = self.read_depths(outs);
         for (q, &cq) in (0u32..).zip(&pending) {
             let cq = &self.cqs[cq];
-            let (id, port) = match (&end, server) {
-                (CmEnd::Active(probe), Some(server)) => {
-                    let id = CmId::new()?;
-                    let src = probe.local_addr().map(|mut a| {
-                        a.set_port(0);
-                        a
-                    });
-                    id.resolve(src, server, timeout)
-                        .with_context(|| format!("rdma_cm cannot resolve {server} for QP {q}"))?;
-                    (id, server.port())
+            let mut attempt = 1;
+            let qp = loop {
+                let (id, port) = match (&end, server) {
+                    (CmEnd::Active(probe), Some(server)) => {
+                        let id = CmId::new()?;
+                        let src = probe.local_addr().map(|mut a| {
+                            a.set_port(0);
+                            a
+                        });
+                        id.resolve(src, server, timeout).with_context(|| {
+                            format!("rdma_cm cannot resolve {server} for QP {q}")
+                        })?;
+                        (id, server.port())
+                    }
+                    (CmEnd::Passive(listener), None) => {
+                        let port = listener.local_port();
+                        let want = CmTag { qp: q, qps, port };
+                        (next_request(listener, want, timeout, watch)?, port)
+                    }
+                    _ => {
+                        bail!("an rdma_cm client connects to a server's address; a server accepts")
+                    }
+                };
+                let qp = id.create_qp(&self.pd, cq, cq, &self.caps)?;
+                let params = ConnectParams {
+                    responder_resources,
+                    initiator_depth,
+                    private_data: CmTag { qp: q, qps, port }.encode(),
+                };
+                let connected = match end {
+                    CmEnd::Active(_) => id.connect(params, timeout),
+                    CmEnd::Passive(_) => id.accept(params, timeout),
+                };
+                match connected {
+                    Ok(()) => break qp,
+                    // On iWARP the active side's port is a kernel TCP
+                    // port: one the connection manager picked may still be
+                    // in TIME_WAIT from an earlier connection (seen after
+                    // ~150 back-to-back sessions). A new id picks another;
+                    // the refused connect never reached the server.
+                    Err(verbs::Error::Verb { verb, os_error })
+                        if verb == "rdma_connect"
+                            && os_error.raw_os_error() == Some(nix::libc::EADDRINUSE)
+                            && attempt < CONNECT_ATTEMPTS =>
+                    {
+                        eprintln!(
+                            "note: rdma_connect of QP {q} found its local port in use; \
+                             again with a new port (attempt {} of {CONNECT_ATTEMPTS})",
+                            attempt + 1
+                        );
+                        attempt += 1;
+                    }
+                    Err(e) => {
+                        return Err(anyhow::Error::new(e)
+                            .context(format!("connecting QP {q} of {qps} through rdma_cm")));
+                    }
                 }
-                (CmEnd::Passive(listener), None) => {
-                    let port = listener.local_port();
-                    let want = CmTag { qp: q, qps, port };
-                    (next_request(listener, want, timeout, watch)?, port)
-                }
-                _ => bail!("an rdma_cm client connects to a server's address; a server accepts"),
             };
-            let qp = id.create_qp(&self.pd, cq, cq, &self.caps)?;
             self.qps
                 .push(BoundQueuePair::new(qp, Arc::clone(&self.region))?);
-            let params = ConnectParams {
-                responder_resources,
-                initiator_depth,
-                private_data: CmTag { qp: q, qps, port }.encode(),
-            };
-            match end {
-                CmEnd::Active(_) => id.connect(params, timeout),
-                CmEnd::Passive(_) => id.accept(params, timeout),
-            }
-            .with_context(|| format!("connecting QP {q} of {qps} through rdma_cm"))?;
             if q == 0 {
                 crate::stop::pause_point("cm-connect");
             }

@@ -49,6 +49,9 @@ pub struct BannerInfo {
     pub inline_size: u32,
     /// Whether the QPs connect through rdma_cm (`rdma_cm QPs : ON`).
     pub rdma_cm: bool,
+    /// Whether the device is iWARP (perftest's `transport_str`: `IW`,
+    /// else `IB`).
+    pub iwarp: bool,
     /// rdmaperf's own lines, after perftest's.
     pub extra: Vec<String>,
 }
@@ -61,6 +64,12 @@ pub fn alt_hex(v: u64, width: usize) -> String {
     } else {
         format!("{v:#0width$x}")
     }
+}
+
+/// perftest's `transport_str`: `IW` for an iWARP device, `IB` for every
+/// other it runs on (InfiniBand and RoCE alike).
+pub fn transport_name(iwarp: bool) -> &'static str {
+    if iwarp { "IW" } else { "IB" }
 }
 
 impl BannerInfo {
@@ -83,7 +92,12 @@ impl BannerInfo {
             " Dual-port       : OFF\t\tDevice         : {}",
             self.device
         );
-        let _ = writeln!(s, " Number of qps   : {}\t\tTransport type : IB", self.qps);
+        let _ = writeln!(
+            s,
+            " Number of qps   : {}\t\tTransport type : {}",
+            self.qps,
+            transport_name(self.iwarp)
+        );
         let _ = writeln!(s, " Connection type : RC\t\tUsing SRQ      : OFF");
         let _ = writeln!(s, " PCIe relax order: OFF\t\tLock-free      : OFF");
         let _ = writeln!(
@@ -264,6 +278,7 @@ mod tests {
             inline_size: 0,
             extra: vec![" Threads         : 1".into()],
             rdma_cm: false,
+            iwarp: false,
         };
         let text = info.render();
         let lines: Vec<&str> = text.lines().collect();

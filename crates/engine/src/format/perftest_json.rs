@@ -170,7 +170,11 @@ fn test_info(s: &mut String, title: &str, ctx: &RunContext) {
         "\"Dual_port\": \"OFF\",\n\"Device\": \"{}\",",
         json_text(&ctx.local.device)
     );
-    let _ = writeln!(s, "\"Number_of_qps\": {qps},\n\"Transport_type\": \"IB\",");
+    let _ = writeln!(
+        s,
+        "\"Number_of_qps\": {qps},\n\"Transport_type\": \"{}\",",
+        crate::format::banner::transport_name(ctx.iwarp)
+    );
     let _ = writeln!(s, "\"Connection_type\": \"RC\",\n\"Using_SRQ\": \"OFF\",");
     let _ = writeln!(s, "\"PCIe_relax_order\": \"OFF\",");
     let _ = writeln!(s, "\"ibv_wr_API\": \"OFF\",");

@@ -81,6 +81,9 @@ pub struct RunContext {
     /// the record when not.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub rdma_cm: bool,
+    /// Whether the device is iWARP (perftest's JSON `Transport_type`).
+    #[serde(skip)]
+    pub iwarp: bool,
 }
 
 /// One QP's path, read back from the device.
@@ -182,6 +185,7 @@ pub(crate) mod tests {
             qp_paths: Vec::new(),
             rtt_factor: 1,
             rdma_cm: false,
+            iwarp: false,
         }
     }
 }
