@@ -191,6 +191,26 @@ fn rising_symbol_error_fails_but_rising_data_counters_do_not() {
 }
 
 #[test]
+fn siw_names_its_netdev_nowhere_and_is_matched_by_the_mac_behind_its_guid() {
+    let root = fixture("sysfs/siw");
+    let devices = rdmaperf::sysfs::read_devices(&root, None, None).unwrap();
+    let [siw] = &devices[..] else {
+        panic!("{devices:?}")
+    };
+    assert_eq!(siw.node_type.as_deref(), Some("4: RNIC"));
+    assert_eq!(siw.ports[0].netdev.as_deref(), Some("veth2"));
+    // Two interfaces with that MAC would be no answer.
+    let two = TempDir::copy_of("siw-two-macs", &root);
+    std::fs::copy(
+        two.path("class/net/veth2/address"),
+        two.path("class/net/veth3/address"),
+    )
+    .unwrap();
+    let devices = rdmaperf::sysfs::read_devices(two.root(), None, None).unwrap();
+    assert_eq!(devices[0].ports[0].netdev, None);
+}
+
+#[test]
 fn rxe_layout_has_hw_counters_only() {
     let root = fixture("sysfs/rxe");
     let r = read_rate(&root, "rxe0", 1).unwrap();

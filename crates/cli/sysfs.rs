@@ -163,6 +163,22 @@ fn gid_table(port_dir: &Path) -> Vec<engine::fabric::ports::GidEntry> {
     out
 }
 
+/// The one network interface (`class/net/*` beside `class/infiniband`)
+/// whose MAC address the node GUID `guid` is derived from
+/// ([`engine::fabric::gid::guid_of_mac`]): the netdev of a soft device
+/// that names it nowhere in sysfs (siw has no `gid_attrs/ndevs` and no
+/// parent device). None when no interface or more than one matches.
+fn netdev_of_guid(dev_dir: &Path, guid: &str) -> Option<String> {
+    let net = dev_dir.parent()?.parent()?.join("net");
+    let mut matching = names_in(&net).into_iter().filter(|n| {
+        attr(&net.join(n).join("address"))
+            .and_then(|mac| engine::fabric::gid::guid_of_mac(&mac))
+            .is_some_and(|g| g == guid)
+    });
+    let first = matching.next()?;
+    matching.next().is_none().then_some(first)
+}
+
 /// One device's sysfs directory as [`engine::fabric::ports::DeviceState`] (no
 /// MTUs: those come from the verbs, see [`add_mtus`]), with every port or
 /// only `only_port` (the others are not read).
@@ -176,6 +192,7 @@ pub fn read_device(
         .ok()
         .and_then(|target| target.file_name()?.to_str().map(str::to_owned))
         .filter(|n| n.contains(':'));
+    let node_guid = attr(&dev_dir.join("node_guid"));
     let single_netdev = {
         let nets = names_in(&device_link.join("net"));
         if nets.len() == 1 {
@@ -183,7 +200,8 @@ pub fn read_device(
         } else {
             None
         }
-    };
+    }
+    .or_else(|| netdev_of_guid(dev_dir, node_guid.as_deref()?));
     let mut ports = Vec::new();
     for p in names_in(&dev_dir.join("ports")) {
         let Ok(port) = p.parse::<u8>() else {
@@ -218,7 +236,7 @@ pub fn read_device(
     engine::fabric::ports::DeviceState {
         name: name.to_owned(),
         node_type: attr(&dev_dir.join("node_type")),
-        node_guid: attr(&dev_dir.join("node_guid")),
+        node_guid,
         fw_ver: attr(&dev_dir.join("fw_ver")),
         board_id: attr(&dev_dir.join("board_id")),
         hca_type: attr(&dev_dir.join("hca_type")),

@@ -66,6 +66,28 @@ pub fn ipv4_of(bytes: &[u8; 16]) -> Option<Ipv4Addr> {
     Ipv6Addr::from(*bytes).to_ipv4_mapped()
 }
 
+/// The node GUID, as sysfs prints `node_guid` (`70ef:80ff:fe20:a3ac`),
+/// that a soft device derives from its network interface's MAC address
+/// (`72:ef:80:20:a3:ac`): the modified EUI-64 — `ff:fe` in the middle and
+/// the universal/local bit flipped — as `rdma_rxe` and `siw` both make it.
+/// `None` when `mac` is not six hex octets.
+pub fn guid_of_mac(mac: &str) -> Option<String> {
+    let octets: Vec<u8> = mac
+        .trim()
+        .split(':')
+        .map(|o| {
+            (o.len() == 2)
+                .then(|| u8::from_str_radix(o, 16).ok())
+                .flatten()
+        })
+        .collect::<Option<_>>()?;
+    let [a, b, c, d, e, f] = <[u8; 6]>::try_from(octets).ok()?;
+    Some(format!(
+        "{:02x}{b:02x}:{c:02x}ff:fe{d:02x}:{e:02x}{f:02x}",
+        a ^ 0x02
+    ))
+}
+
 /// The bytes of a GID as sysfs prints it (`gids/<i>`: eight groups of
 /// four hex digits, e.g. `fe80:0000:0000:0000:5054:00ff:fe12:3456`; any
 /// IPv6 notation is taken).
@@ -119,6 +141,30 @@ pub fn best_index(candidates: &[GidCandidate], family: Family) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
+    use super::guid_of_mac;
+
+    #[test]
+    fn a_soft_devices_guid_is_its_macs_modified_eui64() {
+        // Read in the test VM: siw0 on veth2, rxe0 on veth0.
+        assert_eq!(
+            guid_of_mac("72:ef:80:20:a3:ac").as_deref(),
+            Some("70ef:80ff:fe20:a3ac")
+        );
+        assert_eq!(
+            guid_of_mac("02:24:13:c5:51:8f\n").as_deref(),
+            Some("0024:13ff:fec5:518f")
+        );
+        for bad in [
+            "",
+            "72:ef:80:20:a3",
+            "72:ef:80:20:a3:ac:01",
+            "7:ef:80:20:a3:ac",
+            "zz:ef:80:20:a3:ac",
+        ] {
+            assert_eq!(guid_of_mac(bad), None, "{bad:?}");
+        }
+    }
+
     use super::*;
 
     fn link_local() -> [u8; 16] {
