@@ -202,11 +202,7 @@ pub fn open_cm_passive(local: SocketAddr, dev: &DeviceSelection) -> anyhow::Resu
     let listener = loop {
         match verbs::CmId::listen(at, LISTEN_BACKLOG) {
             Ok(l) => break l,
-            Err(verbs::Error::Verb { verb, os_error })
-                if verb == "rdma_listen"
-                    && os_error.raw_os_error() == Some(nix::libc::EADDRINUSE)
-                    && attempt < LISTEN_ATTEMPTS =>
-            {
+            Err(e) if e.is_address_in_use("rdma_listen") && attempt < LISTEN_ATTEMPTS => {
                 attempt += 1;
             }
             Err(e) => {

@@ -605,17 +605,22 @@ impl Side {
         self.check_remote(remote, pending.len())?;
         let qps = u32::try_from(pending.len()).context("QP count")?;
         let (initiator_depth, responder_resources) = self.read_depths(outs);
+        // A client's ids all resolve from its first id's local address,
+        // so every QP lands on that device.
+        let src = match &end {
+            CmEnd::Active(probe) => probe.local_addr().map(|mut a| {
+                a.set_port(0);
+                a
+            }),
+            CmEnd::Passive(_) => None,
+        };
         for (q, &cq) in (0u32..).zip(&pending) {
             let cq = &self.cqs[cq];
             let mut attempt = 1;
             let qp = loop {
                 let (id, port) = match (&end, server) {
-                    (CmEnd::Active(probe), Some(server)) => {
+                    (CmEnd::Active(_), Some(server)) => {
                         let id = CmId::new()?;
-                        let src = probe.local_addr().map(|mut a| {
-                            a.set_port(0);
-                            a
-                        });
                         id.resolve(src, server, timeout).with_context(|| {
                             format!("rdma_cm cannot resolve {server} for QP {q}")
                         })?;
@@ -647,11 +652,7 @@ impl Side {
                     // in TIME_WAIT from an earlier connection (seen after
                     // ~150 back-to-back sessions). A new id picks another;
                     // the refused connect never reached the server.
-                    Err(verbs::Error::Verb { verb, os_error })
-                        if verb == "rdma_connect"
-                            && os_error.raw_os_error() == Some(nix::libc::EADDRINUSE)
-                            && attempt < CONNECT_ATTEMPTS =>
-                    {
+                    Err(e) if e.is_address_in_use("rdma_connect") && attempt < CONNECT_ATTEMPTS => {
                         eprintln!(
                             "note: rdma_connect of QP {q} found its local port in use; \
                              again with a new port (attempt {} of {CONNECT_ATTEMPTS})",

@@ -118,6 +118,13 @@ impl Error {
             dir: kernel_device_dir(),
         }
     }
+
+    /// Whether this is `verb` refused because an address or port is in
+    /// use (`EADDRINUSE`).
+    pub fn is_address_in_use(&self, verb: &str) -> bool {
+        matches!(self, Error::Verb { verb: v, os_error }
+            if *v == verb && os_error.raw_os_error() == Some(libc::EADDRINUSE))
+    }
 }
 
 /// `class/infiniband` under the sysfs libibverbs reads.
