@@ -26,6 +26,17 @@ fn siw_device() -> String {
 
 const LIMIT: Duration = Duration::from_secs(30);
 
+/// The transfer and latency binaries siw can run (every one but
+/// atomic_bw: siw has no atomics).
+const SIW_TESTS: [&str; 6] = [
+    env!("CARGO_BIN_EXE_write_bw"),
+    env!("CARGO_BIN_EXE_read_bw"),
+    env!("CARGO_BIN_EXE_send_bw"),
+    env!("CARGO_BIN_EXE_write_lat"),
+    env!("CARGO_BIN_EXE_read_lat"),
+    env!("CARGO_BIN_EXE_send_lat"),
+];
+
 /// Runs `bin` as a client toward a port nobody listens on: a binary that
 /// contacted a server would fail to connect (exit 1), not exit 2.
 fn refused_client(bin: &str, args: &[&str]) -> (i32, String) {
@@ -40,14 +51,7 @@ fn refused_client(bin: &str, args: &[&str]) -> (i32, String) {
 #[ignore = "needs an iWARP device: RDMAPERF_TEST_SIW_DEVICE (scripts/test runs it on soft-iWARP)"]
 fn every_test_on_iwarp_without_rdma_cm_is_refused_by_name_before_any_traffic() {
     let dev = siw_device();
-    for bin in [
-        env!("CARGO_BIN_EXE_write_bw"),
-        env!("CARGO_BIN_EXE_read_bw"),
-        env!("CARGO_BIN_EXE_send_bw"),
-        env!("CARGO_BIN_EXE_write_lat"),
-        env!("CARGO_BIN_EXE_read_lat"),
-        env!("CARGO_BIN_EXE_send_lat"),
-    ] {
+    for bin in SIW_TESTS {
         let (code, err) = refused_client(bin, &["-d", &dev, "-n", "10"]);
         let name = bin.rsplit('/').next().unwrap();
         assert_eq!(code, 2, "{name}: {err}");
@@ -388,14 +392,7 @@ fn assert_ran(name: &str, server: &std::process::Output, client: &std::process::
 fn every_test_siw_supports_runs_over_rdma_cm_on_iwarp_with_rdma_cm_qps_on() {
     let dev = siw_device();
     let host = siw_addr().to_string();
-    for bin in [
-        env!("CARGO_BIN_EXE_write_bw"),
-        env!("CARGO_BIN_EXE_read_bw"),
-        env!("CARGO_BIN_EXE_send_bw"),
-        env!("CARGO_BIN_EXE_write_lat"),
-        env!("CARGO_BIN_EXE_read_lat"),
-        env!("CARGO_BIN_EXE_send_lat"),
-    ] {
+    for bin in SIW_TESTS {
         let name = bin.rsplit('/').next().unwrap();
         // -d on the client binds the source address to siw0's.
         let (s, c) = cm_pair(bin, "0.0.0.0", &host, &["-d", &dev, "-n", "200"], &[]);
