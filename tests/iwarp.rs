@@ -86,10 +86,15 @@ fn atomics_and_immediate_data_on_iwarp_are_refused_naming_what_asks_for_them() {
             && err.contains("immediate"),
         "{err}"
     );
-    let (code, err) = refused_client(env!("CARGO_BIN_EXE_send_bw"), &["-d", &dev, "-D", "2"]);
+    // A post list longer than the receive queue: receive credits could
+    // never cover a batch.
+    let (code, err) = refused_client(
+        env!("CARGO_BIN_EXE_send_bw"),
+        &["-R", "-d", &dev, "-l", "8", "-r", "4", "-n", "100"],
+    );
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains(&format!("-D/--duration (a SEND test's timed phase ends with a SEND with immediate): {dev} is an iWARP device")),
+        err.contains("-l/--post_list: a post list of 8 SENDs is longer than the receive queue of 4 (-r/--rx-depth)"),
         "{err}"
     );
 }
@@ -441,6 +446,49 @@ fn rdma_cm_runs_several_qps_and_threads_and_out_json_names_the_resolved_device()
     assert_eq!(v["test_info"]["Transport_type"], "IW", "{v}");
     assert_eq!(v["test_info"]["Device"], dev.as_str(), "{v}");
     assert_eq!(v["test_info"]["Number_of_qps"], 2, "{v}");
+}
+
+#[test]
+#[ignore = "needs an iWARP device: RDMAPERF_TEST_SIW_DEVICE (scripts/test runs it on soft-iWARP)"]
+fn send_bw_on_iwarp_never_overruns_a_shallow_receive_queue_and_runs_for_a_duration() {
+    let _ = siw_device();
+    let host = siw_addr().to_string();
+    let bin = env!("CARGO_BIN_EXE_send_bw");
+    // Receive queues of 2 or 4 against send queues of 128: iWARP has no
+    // receiver-not-ready retry, so a SEND that found no posted receive
+    // would break the connection (siw terminates it); only the receiver's
+    // credits keep the sender within them. Over several QPs and threads,
+    // with post lists, and both ways at once.
+    for args in [
+        &["-r", "2", "-n", "3000"][..],
+        &[
+            "-q",
+            "4",
+            "--threads",
+            "2",
+            "-r",
+            "4",
+            "-l",
+            "2",
+            "-n",
+            "2000",
+        ],
+        &["-b", "-q", "2", "-r", "2", "-n", "2000"],
+        &["-r", "2", "-n", "20", "-a"],
+    ] {
+        let (s, c) = cm_pair(bin, "0.0.0.0", &host, args, &[]);
+        assert_ran(&format!("send_bw {}", args.join(" ")), &s, &c);
+    }
+    // Duration mode: each QP's phase ends with a zero-length SEND (no
+    // immediate data on iWARP), which needs a credit of its own.
+    let (s, c) = cm_pair(
+        bin,
+        "0.0.0.0",
+        &host,
+        &["-D", "3", "-q", "2", "-r", "2"],
+        &[],
+    );
+    assert_ran("send_bw -D 3", &s, &c);
 }
 
 #[test]

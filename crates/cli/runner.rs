@@ -663,6 +663,8 @@ fn serve<M: Measure>(
             ));
         }
     };
+    // The port first: what it is (iWARP) shapes the layout.
+    m.on_port(&port);
     // Before anything is allocated: memory plus queue rings fit --max-mem.
     let layout = m.layout(Role::Server);
     if let Err(refusal) = session.check_memory(Estimate {
@@ -682,7 +684,6 @@ fn serve<M: Measure>(
         &hello.side,
         local_side,
     );
-    m.on_port(&port);
     // Creating thousands of QPs takes seconds: the client,
     // waiting for the answer, gets heartbeats meanwhile (its bound is
     // --timeout between frames, and the set-up budget in all).

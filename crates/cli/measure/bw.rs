@@ -23,7 +23,10 @@ use engine::bench::sched::{
 };
 use engine::proto::wire::QpInfo;
 use engine::results::bw::{Measurement, Timeline};
-use verbs::{BoundQueuePair, CompletionQueue, LocalSge, Op, PreparedSends, SendWr, WorkCompletion};
+use verbs::{
+    BoundQueuePair, CompletionQueue, LocalSge, MemoryRegion, Op, PreparedSends, SendWr,
+    WorkCompletion,
+};
 
 use engine::bench::spec::{TestSpec, Verb};
 use engine::fabric::link::{self, CounterSnapshot, ExpectRate, LinkRate, VerdictInput};
@@ -34,6 +37,7 @@ use engine::results::bw::{BwResult, shown_figures};
 use engine::results::record::{DataCheck, Figures, RunContext};
 use engine::results::verdict::{Limits, VerdictRecord};
 
+use super::credit::{GRANT_FLAG, QpCredits, is_grant};
 use super::{Measure, Shown, SizeCtx, receive_failed, wrong_size};
 use crate::oob::PeerWatch;
 use crate::options::RunOptions;
@@ -180,12 +184,11 @@ pub fn atomic_words() -> u64 {
 /// The size of an atomic operation.
 pub const ATOMIC_SIZE: u64 = 8;
 
-/// The immediate of the zero-length SEND that closes a duration-mode
-/// phase on each QP when the peer receives: every message before it on
-/// the QP has been received (RC delivers in order).
-pub const END_OF_PHASE_IMM: u32 = 0xe0d0_e0d0;
-
-/// Marks the `wr_id` of that SEND (never a scheduler's: bit 62).
+/// A duration-mode phase closes, on each QP whose peer receives, with a
+/// zero-length SEND (every message size is 1 byte or more, so it is told
+/// apart by its length; no immediate data, which iWARP has not): every
+/// message before it on the QP has been received (RC delivers in order).
+/// This bit marks its `wr_id` (never a scheduler's: bit 62).
 const END_FLAG: u64 = 1 << 62;
 
 /// Measures one message size: every worker thread drives its QPs, all
@@ -205,6 +208,7 @@ pub fn measure<O: BwOp>(
     timeout: Duration,
     watch: &PeerWatch,
     system_cpu: bool,
+    mut credits: Option<&mut [QpCredits]>,
 ) -> anyhow::Result<(Measurement, Vec<(u32, u64)>)> {
     let start = StartGate::default();
     let wall = Instant::now();
@@ -215,6 +219,12 @@ pub fn measure<O: BwOp>(
         for t in 0..cfg.threads {
             let range = cfg.qps_of_thread(t);
             let start = &start;
+            // This thread's QPs' credits: the front of what is left.
+            let mine = credits.take().map(|c| {
+                let (mine, rest) = c.split_at_mut(range.len().min(c.len()));
+                credits = Some(rest);
+                mine
+            });
             let spawned = std::thread::Builder::new()
                 .name(format!("worker-{t}"))
                 .spawn_scoped(s, move || {
@@ -228,8 +238,9 @@ pub fn measure<O: BwOp>(
                         exposed: (lo..hi).map(|q| side.exposed(q)).collect(),
                         remote: &remote[lo..hi],
                         lkey: side.lkey(),
+                        region: side.region(),
                     };
-                    worker.run(cfg, size, timeout, start, watch)
+                    worker.run(cfg, size, timeout, start, watch, mine)
                 });
             match spawned {
                 Ok(h) => handles.push(h),
@@ -419,6 +430,8 @@ struct Worker<'a, O> {
     exposed: Vec<u64>,
     remote: &'a [QpInfo],
     lkey: u32,
+    /// The region (for the credit words).
+    region: &'a MemoryRegion,
 }
 
 #[cold]
@@ -510,7 +523,7 @@ impl<O: BwOp> Worker<'_, O> {
         if wc.is_success() {
             return Ok(());
         }
-        let q = wr_id_qp(wc.wr_id()).min(self.qps.len() - 1);
+        let q = wr_id_qp(wc.wr_id() & !(END_FLAG | GRANT_FLAG)).min(self.qps.len() - 1);
         Err(completion_failed(O::NAME, self.qps[q].qp().qpn(), wc))
     }
 
@@ -529,7 +542,7 @@ impl<O: BwOp> Worker<'_, O> {
         if !wc.is_success() {
             return Err(receive_failed(qp.qp().qpn(), wc));
         }
-        let end = wc.opcode() == verbs::WcOpcode::Recv && wc.imm_data() == Some(END_OF_PHASE_IMM);
+        let end = wc.opcode() == verbs::WcOpcode::Recv && wc.byte_len() == 0;
         if end {
             seen.ends += 1;
         } else if r.sends {
@@ -590,9 +603,24 @@ impl<O: BwOp> Worker<'_, O> {
         Ok(())
     }
 
-    /// Posts the end-of-phase SEND on every QP (signaled, empty).
-    fn post_ends(&self) -> anyhow::Result<()> {
+    /// Posts the end-of-phase SEND on every QP that has not had it, and
+    /// whose credits (if counted) allow one more SEND; returns how many
+    /// it posted.
+    fn post_ends(
+        &self,
+        posted: &mut [bool],
+        mut credits: Option<&mut [QpCredits]>,
+    ) -> anyhow::Result<usize> {
+        let mut n = 0;
         for (q, qp) in self.qps.iter().enumerate() {
+            if posted[q] {
+                continue;
+            }
+            if let Some(c) = credits.as_deref_mut()
+                && !c[q].may_send(self.region, 1)?
+            {
+                continue;
+            }
             qp.post_send(&SendWr {
                 wr_id: END_FLAG | wr_id(q, 0),
                 local: LocalSge {
@@ -600,15 +628,18 @@ impl<O: BwOp> Worker<'_, O> {
                     length: 0,
                     lkey: self.lkey,
                 },
-                op: Op::Send {
-                    imm: Some(END_OF_PHASE_IMM),
-                },
+                op: Op::Send { imm: None },
                 signaled: true,
                 inline: false,
             })
             .context("posting the end of the phase")?;
+            if let Some(c) = credits.as_deref_mut() {
+                c[q].sent(1)?;
+            }
+            posted[q] = true;
+            n += 1;
         }
-        Ok(())
+        Ok(n)
     }
 
     fn run(
@@ -618,6 +649,7 @@ impl<O: BwOp> Worker<'_, O> {
         timeout: Duration,
         start: &StartGate,
         watch: &PeerWatch,
+        mut credits: Option<&mut [QpCredits]>,
     ) -> anyhow::Result<ThreadOutcome> {
         let n = self.qps.len();
         let plan = self.plan;
@@ -668,7 +700,8 @@ impl<O: BwOp> Worker<'_, O> {
             last: vec![(0, 0); n],
             ..Received::default()
         };
-        let mut ends_posted = false;
+        let mut ends_posted = vec![false; n];
+        let mut ends_left = if ends_wanted { n } else { 0 };
 
         if !start.wait() {
             bail!("not started: another worker thread could not be created");
@@ -683,7 +716,17 @@ impl<O: BwOp> Worker<'_, O> {
         let mut next_cq = 0usize;
         loop {
             for (q, list) in lists.iter_mut().enumerate() {
-                while let Some(first) = sched.next_batch(q) {
+                loop {
+                    // Counted credits (SENDs on iWARP): a whole batch's,
+                    // or nothing on this QP for now.
+                    if let Some(c) = credits.as_deref_mut()
+                        && !c[q].may_send(self.region, post_list)?
+                    {
+                        break;
+                    }
+                    let Some(first) = sched.next_batch(q) else {
+                        break;
+                    };
                     for (k, i) in (first..first + post_list).enumerate() {
                         list.set(k, wr_id(q, i), ring.offset(i), sched.signaled(i))?;
                         if let Some((compare, swap)) = self.op.operands(i) {
@@ -692,6 +735,9 @@ impl<O: BwOp> Worker<'_, O> {
                     }
                     self.qps[q].post_prepared(list)?;
                     sched.posted(q);
+                    if let Some(c) = credits.as_deref_mut() {
+                        c[q].sent(post_list)?;
+                    }
                 }
             }
 
@@ -715,6 +761,16 @@ impl<O: BwOp> Worker<'_, O> {
                             seen.count += 1;
                             seen.first.get_or_insert(now);
                             seen.last_at = Some(now);
+                        }
+                        if let Some(c) = credits.as_deref_mut() {
+                            let q = wr_id_qp(id).min(n - 1);
+                            c[q].reposted(&self.qps[q], q, self.region)?;
+                        }
+                    } else if is_grant(id) {
+                        self.succeeded(wc)?;
+                        let q = wr_id_qp(id & !GRANT_FLAG).min(n - 1);
+                        if let Some(c) = credits.as_deref_mut() {
+                            c[q].written(&self.qps[q], q, self.region)?;
                         }
                     } else if id & END_FLAG != 0 {
                         self.succeeded(wc)?;
@@ -783,9 +839,8 @@ impl<O: BwOp> Worker<'_, O> {
                 }
             }
             let sent = sched.is_done();
-            if sent && ends_wanted && !ends_posted {
-                self.post_ends()?;
-                ends_posted = true;
+            if sent && ends_left > 0 {
+                ends_left -= self.post_ends(&mut ends_posted, credits.as_deref_mut())?;
             }
             let sends_done = sent && (!ends_wanted || seen.ends_acked == n);
             let receives_done = match (plan.recv, expected) {
@@ -793,7 +848,10 @@ impl<O: BwOp> Worker<'_, O> {
                 (Some(_), Some(e)) => seen.count >= e,
                 (Some(_), None) => seen.ends == n,
             };
-            if sends_done && receives_done {
+            let grants_done = credits
+                .as_deref()
+                .is_none_or(|c| c.iter().all(QpCredits::settled));
+            if sends_done && receives_done && grants_done {
                 break;
             }
             // Duration mode ends at its total time, as perftest's: the work
@@ -905,11 +963,22 @@ pub struct BwMeasure {
     watch: Option<LinkWatch>,
     best_gbps: f64,
     check: Option<DataCheck>,
+    /// The port is iWARP: a SEND test counts receive credits.
+    iwarp: bool,
+    /// Per QP, the receive credits (made at the first size, kept: the
+    /// counts run on across sizes).
+    credits: Option<Vec<QpCredits>>,
 }
 
 impl BwMeasure {
     fn plan(&self, role: Role) -> Plan {
         Plan::of(self.spec, &self.cfg, role)
+    }
+
+    /// Whether SENDs are paced by receive credits: on iWARP, which has no
+    /// receiver-not-ready retry ([`super::credit`]).
+    fn counts_credits(&self) -> bool {
+        self.iwarp && self.spec.verb == Verb::Send
     }
 
     /// The data check of a read: every ring slot the size's reads landed
@@ -967,6 +1036,8 @@ impl Measure for BwMeasure {
             watch: None,
             best_gbps: 0.0,
             check: None,
+            iwarp: false,
+            credits: None,
         })
     }
 
@@ -979,14 +1050,24 @@ impl Measure for BwMeasure {
 
     fn layout(&self, role: Role) -> Layout {
         let plan = self.plan(role);
+        let credits = self.counts_credits();
+        let mut access = self.spec.access();
+        // The peer writes its grants into a sender's credit words.
+        access.remote_write |= credits && plan.sends;
         Layout {
             qps: self.cfg.qps,
             threads: self.cfg.threads,
-            tx_depth: self.cfg.tx_depth,
+            // A receiver's grant writes have send-queue room of their own.
+            tx_depth: self.cfg.tx_depth
+                + if credits && plan.recv.is_some() {
+                    engine::bench::credit::GRANT_WRITES
+                } else {
+                    0
+                },
             inline_size: self.cfg.inline_size,
-            area: self.cfg.buffer_per_qp(),
+            area: super::credit::area(self.cfg.buffer_per_qp(), credits),
             initiates: plan.sends,
-            access: self.spec.access(),
+            access,
             huge_pages: self.huge_pages,
             post_path: self.post_path,
             rx_depth: plan.recv.map_or(0, |_| self.cfg.rx_depth),
@@ -994,17 +1075,13 @@ impl Measure for BwMeasure {
         }
     }
 
-    /// `--write_with_imm`, and in duration mode the SEND with immediate
-    /// that ends a phase when the peer receives (SEND tests).
-    fn immediate(&self, role: Role) -> Option<&'static str> {
-        if self.cfg.write_with_imm {
-            return Some("--write_with_imm");
-        }
-        (self.plan(role).peer_receives && self.cfg.duration.is_some())
-            .then_some("-D/--duration (a SEND test's timed phase ends with a SEND with immediate)")
+    /// `--write_with_imm`.
+    fn immediate(&self, _role: Role) -> Option<&'static str> {
+        self.cfg.write_with_imm.then_some("--write_with_imm")
     }
 
     fn on_port(&mut self, port: &Port) {
+        self.iwarp = port.ctx.transport() == verbs::Transport::Iwarp;
         if let Some(expect) = self.expect {
             let name = port.ctx.name();
             self.watch = Some(LinkWatch {
@@ -1015,6 +1092,15 @@ impl Measure for BwMeasure {
                 min_efficiency: self.min_efficiency,
             });
         }
+    }
+
+    /// As the default, refusing first (exit 2) a post list that receive
+    /// credits could never cover.
+    fn create_side(&mut self, port: Port, role: Role) -> anyhow::Result<Side> {
+        if self.counts_credits() {
+            super::credit::interval(&self.cfg)?;
+        }
+        Side::create(port, &self.layout(role))
     }
 
     fn banner(&self, role: Role, info: &mut BannerInfo) {
@@ -1097,11 +1183,29 @@ impl Measure for BwMeasure {
             ch,
             ..
         } = ctx;
+        if self.counts_credits() && self.credits.is_none() {
+            let messages = self.cfg.buffer_per_qp();
+            self.credits = Some(QpCredits::for_side(side, remote, &self.cfg, messages)?);
+        }
         let cfg = &self.cfg;
         let cpu = self.style.cpu_column;
+        let credits = &mut self.credits;
         macro_rules! run {
             ($op:expr) => {
-                ch.with_heartbeat(|w| measure($op, plan, side, cfg, size, remote, timeout, w, cpu))?
+                ch.with_heartbeat(|w| {
+                    measure(
+                        $op,
+                        plan,
+                        side,
+                        cfg,
+                        size,
+                        remote,
+                        timeout,
+                        w,
+                        cpu,
+                        credits.as_deref_mut(),
+                    )
+                })?
             };
         }
         let (measured, received) = match self.spec.verb {

@@ -3,8 +3,9 @@
 //! size and what it shows of it. The runner ([`crate::runner`]) does
 //! everything else. The implementations are per metric and run the loops
 //! of this module for the spec's verb: [`bw::BwMeasure`] (the bandwidth
-//! loop, generic over the operation) and [`lat::LatMeasure`] (the write
-//! and SEND ping-pongs and the one-sided read loop).
+//! loop, generic over the operation, with [`credit`]'s receive credits
+//! for SENDs on iWARP) and [`lat::LatMeasure`] (the write and SEND
+//! ping-pongs and the one-sided read loop).
 
 use std::io;
 use std::time::Duration;
@@ -30,6 +31,7 @@ use crate::setup::Port;
 use crate::side::{Layout, Side};
 
 pub mod bw;
+pub mod credit;
 pub mod lat;
 
 /// A receive that completed in error (both loops that receive SENDs).

@@ -20,6 +20,36 @@
 //! they may wrap around `u64` without harm; a grant that moves backwards,
 //! or further than the receive queue can hold, is refused as the peer's
 //! error (a peer's number never panics us).
+//!
+//! Where the numbers live: each QP's area gains a [`CREDIT_LINE`] after
+//! the bytes its messages use; the peer writes its grant (little-endian)
+//! into the word at [`GRANT_IN`], and this side's own grant is written
+//! from the word at [`GRANT_OUT`]. A sender that batches `post_list`
+//! SENDs needs that many credits at once: [`grant_interval`] keeps the
+//! interval small enough that it always gets them.
+
+/// Bytes after a QP's message area that hold its credit words (one
+/// cache line).
+pub const CREDIT_LINE: u64 = 64;
+/// Offset in the credit line of the word the peer's grants land in.
+pub const GRANT_IN: u64 = 0;
+/// Offset in the credit line of the word this side's grants are sent from.
+pub const GRANT_OUT: u64 = 8;
+/// Grant writes a QP may have in flight at once (its send queue holds
+/// this many more entries); a grant due while they are all in flight
+/// waits for one to complete.
+pub const GRANT_WRITES: u32 = 4;
+
+/// How many reposts the receiver tells a grant after, for a receive queue
+/// of `rx_depth` and a sender posting `post_list` SENDs at a time: a
+/// quarter of the queue, but at most `rx_depth + 1 - post_list`, since the
+/// sender always ends up with `rx_depth + 1 - every` credits or more (what
+/// is reposted and not yet told is under `every`). `None` when the post
+/// list is longer than the queue: such a sender could never post.
+pub fn grant_interval(rx_depth: u32, post_list: u32) -> Option<u32> {
+    let most = rx_depth.checked_add(1)?.checked_sub(post_list.max(1))?;
+    (most > 0).then(|| (rx_depth / 4).clamp(1, most))
+}
 
 /// What a grant from the peer cannot be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -155,7 +185,21 @@ impl CreditReceiver {
     /// now, if it is time.
     #[inline]
     pub fn reposted(&mut self, n: u64) -> Option<u64> {
+        self.record(n);
+        self.due()
+    }
+
+    /// Records `n` receives posted again, telling nothing yet (the caller
+    /// cannot send a grant now and asks [`CreditReceiver::due`] later).
+    #[inline]
+    pub fn record(&mut self, n: u64) {
         self.posted = self.posted.wrapping_add(n);
+    }
+
+    /// The grant to tell the sender now, if `every` reposts or more went
+    /// untold.
+    #[inline]
+    pub fn due(&mut self) -> Option<u64> {
         (self.posted.wrapping_sub(self.told) >= self.every).then(|| self.tell())
     }
 
@@ -424,5 +468,63 @@ mod tests {
         assert_eq!(wide.reposted(1), Some(8));
         let mut zero = CreditReceiver::new(4, 0);
         assert_eq!(zero.reposted(1), Some(5));
+    }
+
+    #[test]
+    fn a_grant_held_back_is_told_when_asked_later() {
+        // All grant writes in flight: reposts are recorded, and the grant
+        // goes out (cumulative, covering them all) once one completes.
+        let mut r = CreditReceiver::new(8, 2);
+        r.record(1);
+        r.record(2);
+        r.record(1);
+        assert_eq!(r.due(), Some(12));
+        assert_eq!(r.due(), None);
+        r.record(1);
+        assert_eq!(r.due(), None, "one repost is under the interval");
+    }
+
+    #[test]
+    fn the_interval_lets_a_batching_sender_always_post_its_batch() {
+        assert_eq!(grant_interval(512, 1), Some(128));
+        assert_eq!(grant_interval(8, 8), Some(1));
+        assert_eq!(grant_interval(8, 7), Some(2));
+        assert_eq!(grant_interval(1, 1), Some(1));
+        assert_eq!(grant_interval(3, 0), Some(1));
+        assert_eq!(grant_interval(8, 9), None);
+        assert_eq!(grant_interval(u32::MAX, 1), None);
+        // The guarantee: a sender of `post_list` at a time never stalls
+        // when the receiver tells at that interval.
+        for (rx_depth, post_list) in [(8, 8), (8, 5), (16, 3), (4, 1), (2, 2)] {
+            let every = grant_interval(rx_depth, post_list).unwrap();
+            let mut link = Link::new(0, rx_depth, every, 3);
+            let mut batches = 0u64;
+            for c in choices(u64::from(rx_depth * 31 + post_list)).take(20_000) {
+                // Instead of single SENDs: a whole batch, only when the
+                // credits cover it.
+                if c % 4 == 0 {
+                    let n = u64::from(post_list);
+                    if link.sender.available() >= n {
+                        link.sender.sent(n).unwrap();
+                        link.in_flight += n;
+                        batches += 1;
+                    }
+                } else {
+                    link.step(c, true);
+                }
+            }
+            // Drained: the sender holds a whole batch again.
+            while link.in_flight > 0 || link.to_repost > 0 || !link.grants.is_empty() {
+                for k in 1..4 {
+                    link.step(k, true);
+                }
+            }
+            assert!(batches > 200, "{rx_depth}/{post_list}: {batches}");
+            assert!(
+                link.sender.available() >= u64::from(post_list),
+                "{rx_depth}/{post_list}: {} credits left",
+                link.sender.available()
+            );
+        }
     }
 }
