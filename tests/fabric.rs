@@ -152,6 +152,37 @@ fn ports_shows_what_ibstat_and_show_gids_show() {
 }
 
 #[test]
+fn ports_on_iwarp_shows_the_netdev_behind_the_guid_and_no_roce_version() {
+    // Copied from siw0 in the VM: no gid_attrs/ndevs, types/0 says
+    // "IB/RoCE v1" as on every device; an iWARP GID has no RoCE version.
+    let tree = fixture_str("sysfs/siw");
+    let out = rdmaperf(&["ports", "--sysfs-root", &tree]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(
+        rows.iter().any(|r| r[..]
+            == [
+                "siw0",
+                "1",
+                "0",
+                "72ef:8020:a3ac:0000:0000:0000:0000:0000",
+                "-",
+                "veth2"
+            ]),
+        "no GID row of siw0 on veth2 without a RoCE version:\n{stdout}"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.first() == Some(&"siw0") && r.get(1..3) == Some(&["4:", "RNIC"][..])),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn ports_json_reads_the_kernel_files_as_the_kernel_wrote_them() {
     let tree = fixture("sysfs/complete");
     let out = rdmaperf(&["ports", "--json", "--sysfs-root", tree.to_str().unwrap()]);

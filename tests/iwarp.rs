@@ -90,7 +90,7 @@ fn atomics_and_immediate_data_on_iwarp_are_refused_naming_what_asks_for_them() {
     // never cover a batch.
     let (code, err) = refused_client(
         env!("CARGO_BIN_EXE_send_bw"),
-        &["-R", "-d", &dev, "-l", "8", "-r", "4", "-n", "100"],
+        &["-R", "-d", &dev, "-l", "8", "-r", "4", "-n", "96"],
     );
     assert_eq!(code, 2, "{err}");
     assert!(
@@ -668,4 +668,106 @@ fn a_persistent_rdma_cm_server_outlives_a_client_dying_mid_connect_and_a_perftes
         err.contains(&format!("session {} with", sessions + 3)),
         "{err}"
     );
+}
+
+/// `rdma link show DEV/1`'s netdev (iproute2's view of the port).
+fn rdma_link_netdev(dev: &str) -> String {
+    let out = std::process::Command::new("rdma")
+        .args(["link", "show", &format!("{dev}/1")])
+        .output()
+        .expect("iproute2's rdma");
+    let line = text(&out.stdout);
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words
+        .iter()
+        .position(|w| *w == "netdev")
+        .and_then(|i| words.get(i + 1))
+        .unwrap_or_else(|| panic!("no netdev in `rdma link show {dev}/1`: {line}"))
+        .to_string()
+}
+
+#[test]
+#[ignore = "needs an iWARP device: RDMAPERF_TEST_SIW_DEVICE (scripts/test runs it on soft-iWARP)"]
+fn ports_and_the_exporter_on_iwarp_name_its_netdev_and_probe_over_rdma_cm() {
+    let dev = siw_device();
+    let rdmaperf = env!("CARGO_BIN_EXE_rdmaperf");
+    let netdev = rdma_link_netdev(&dev);
+    let out = std::process::Command::new(rdmaperf)
+        .args(["ports", "-d", &dev, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = &v["devices"][0];
+    assert_eq!(d["name"], dev.as_str(), "{v}");
+    assert_eq!(d["node_type"], "4: RNIC", "{v}");
+    let p = &d["ports"][0];
+    assert_eq!(p["state"], "4: ACTIVE", "{v}");
+    assert_eq!(p["netdev"], netdev.as_str(), "{v}");
+    assert_eq!(p["gids"][0]["netdev"], netdev.as_str(), "{v}");
+
+    // The exporter: siw0's port series, and a probe of a persistent
+    // write_bw server over rdma_cm (--probe-arg=-R).
+    let host = siw_addr().to_string();
+    let server_port = free_port().to_string();
+    let mut server = Reaper::spawn(
+        env!("CARGO_BIN_EXE_write_bw"),
+        &[
+            "-R",
+            "--persistent",
+            "--bind",
+            &host,
+            "-p",
+            &server_port,
+            "--timeout",
+            "5",
+        ],
+    );
+    let http = free_port();
+    let listen = format!("127.0.0.1:{http}");
+    let mut exporter = Reaper::spawn(
+        rdmaperf,
+        &[
+            "exporter",
+            "--listen",
+            &listen,
+            "-d",
+            &dev,
+            "--probe-arg=-R",
+        ],
+    );
+    let started = std::time::Instant::now();
+    let metrics = loop {
+        match support::http_get(http, "/metrics", LIMIT) {
+            Ok((200, body)) => break body,
+            _ if started.elapsed() < LIMIT => std::thread::sleep(Duration::from_millis(200)),
+            other => panic!("the exporter never answered: {other:?}"),
+        }
+    };
+    use support::exposition::sample;
+    let port_labels = [("device", dev.as_str()), ("port", "1")];
+    assert_eq!(
+        sample(&metrics, "node_infiniband_state_id", &port_labels),
+        Some(4.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            "rdmaperf_port_info",
+            &[("device", dev.as_str()), ("netdev", netdev.as_str())]
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    let query = format!("/probe?target={host}:{server_port}&test=write_bw&size=65536&duration=2");
+    let (status, body) = support::http_get(http, &query, Duration::from_secs(60)).unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        sample(&body, "rdmaperf_probe_success", &[]),
+        Some(1.0),
+        "{body}"
+    );
+    exporter.kill();
+    server.kill();
 }

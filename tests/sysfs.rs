@@ -198,7 +198,10 @@ fn siw_names_its_netdev_nowhere_and_is_matched_by_the_mac_behind_its_guid() {
         panic!("{devices:?}")
     };
     assert_eq!(siw.node_type.as_deref(), Some("4: RNIC"));
+    assert!(siw.is_iwarp());
     assert_eq!(siw.ports[0].netdev.as_deref(), Some("veth2"));
+    // Its GID (no gid_attrs/ndevs) is the netdev's too.
+    assert_eq!(siw.ports[0].gids[0].netdev.as_deref(), Some("veth2"));
     // Two interfaces with that MAC would be no answer.
     let two = TempDir::copy_of("siw-two-macs", &root);
     std::fs::copy(

@@ -193,6 +193,12 @@ pub fn read_device(
         .and_then(|target| target.file_name()?.to_str().map(str::to_owned))
         .filter(|n| n.contains(':'));
     let node_guid = attr(&dev_dir.join("node_guid"));
+    let node_type = attr(&dev_dir.join("node_type"));
+    let iwarp = engine::fabric::ports::DeviceState {
+        node_type: node_type.clone(),
+        ..Default::default()
+    }
+    .is_iwarp();
     let single_netdev = {
         let nets = names_in(&device_link.join("net"));
         if nets.len() == 1 {
@@ -211,11 +217,18 @@ pub fn read_device(
             continue;
         }
         let dir = dev_dir.join("ports").join(&p);
-        let gids = gid_table(&dir);
+        let mut gids = gid_table(&dir);
         let netdev = gids
             .iter()
             .find_map(|g| g.netdev.clone())
             .or_else(|| single_netdev.clone());
+        if iwarp {
+            // iWARP GIDs have no `gid_attrs/ndevs`: they are the port's
+            // netdev's (siw and cxgb4 make GID 0 of its MAC).
+            for g in gids.iter_mut().filter(|g| g.netdev.is_none()) {
+                g.netdev.clone_from(&netdev);
+            }
+        }
         ports.push(engine::fabric::ports::PortState {
             port,
             state: attr(&dir.join("state")),
@@ -235,7 +248,7 @@ pub fn read_device(
     }
     engine::fabric::ports::DeviceState {
         name: name.to_owned(),
-        node_type: attr(&dev_dir.join("node_type")),
+        node_type,
         node_guid,
         fw_ver: attr(&dev_dir.join("fw_ver")),
         board_id: attr(&dev_dir.join("board_id")),

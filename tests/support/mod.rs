@@ -263,6 +263,34 @@ pub fn connect_to_server(port: u16) -> std::net::TcpStream {
     }
 }
 
+/// Waits (at most `limit`) until some process listens on TCP `port`, read
+/// from `/proc/net/tcp{,6}` so the listener is not woken by a probe.
+pub fn wait_listening(port: u16, limit: Duration) {
+    let start = Instant::now();
+    let local = format!(":{port:04X}");
+    loop {
+        let listening = ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+            std::fs::read_to_string(table)
+                .unwrap_or_default()
+                .lines()
+                .skip(1)
+                .any(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    // st 0A is TCP_LISTEN (include/net/tcp_states.h).
+                    f.len() > 3 && f[1].ends_with(&local) && f[3] == "0A"
+                })
+        });
+        if listening {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "nothing listened on port {port} within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A path below `tests/fixtures/`, e.g. `fixture("sysfs/ndr")`.
 pub fn fixture(path: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -99,6 +99,17 @@ pub fn split_id_name(raw: &str) -> Option<(u32, &str)> {
     Some((id.trim().parse().ok()?, name.trim()))
 }
 
+impl DeviceState {
+    /// Whether it is an iWARP device: `node_type` 4, `RNIC` (the kernel's
+    /// `RDMA_NODE_RNIC`; siw, cxgb4, irdma in iWARP mode).
+    pub fn is_iwarp(&self) -> bool {
+        self.node_type
+            .as_deref()
+            .and_then(split_id_name)
+            .is_some_and(|(id, _)| id == 4)
+    }
+}
+
 impl PortState {
     /// The logical state's id (`4` of `4: ACTIVE`).
     pub fn state_id(&self) -> Option<u32> {
@@ -497,7 +508,13 @@ pub fn write_text(
                     g.index.to_string(),
                     g.gid.clone(),
                     g.ipv4.clone().unwrap_or_default(),
-                    g.version_column().to_owned(),
+                    // An iWARP GID has no RoCE version (the kernel's
+                    // types file says `IB/RoCE v1` for every device).
+                    if d.is_iwarp() {
+                        "-".to_owned()
+                    } else {
+                        g.version_column().to_owned()
+                    },
                     g.netdev.clone().unwrap_or_default(),
                 ]);
             }
