@@ -771,3 +771,116 @@ fn ports_and_the_exporter_on_iwarp_name_its_netdev_and_probe_over_rdma_cm() {
     exporter.kill();
     server.kill();
 }
+
+/// The iWARP "hosts" of `scripts/vm-run --siw-hosts N --siw-rails R`: how
+/// many of each. Panics when none were brought up.
+fn siw_hosts() -> (usize, usize) {
+    let var = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{name} is not set: run scripts/test (its VM has scripts/vm-run --siw-hosts)"
+                )
+            })
+    };
+    (
+        var("RDMAPERF_TEST_SIW_HOSTS"),
+        var("RDMAPERF_TEST_SIW_RAILS"),
+    )
+}
+
+/// `bin args` run inside host `h`'s network namespace.
+fn on_host(h: usize, bin: &str, args: &[&str]) -> Reaper {
+    let ns = format!("rdmaperf-h{h}");
+    let mut a = vec!["netns", "exec", ns.as_str(), bin];
+    a.extend_from_slice(args);
+    Reaper::spawn("ip", &a)
+}
+
+/// The harness's several "hosts" are real ones to rdma_cm: a server in
+/// host 0's namespace and a client in host 1's connect over each rail,
+/// each side on its own device; a device whose interface lives in another
+/// host's namespace is not one this host can use, and says so.
+#[test]
+#[ignore = "needs iWARP hosts in namespaces: scripts/vm-run --siw --siw-hosts 2 (scripts/test)"]
+fn iwarp_hosts_in_namespaces_connect_over_every_rail_each_on_its_own_device() {
+    let (hosts, rails) = siw_hosts();
+    assert!(hosts >= 2, "two hosts needed, the harness has {hosts}");
+    let bin = env!("CARGO_BIN_EXE_write_bw");
+    for k in 0..rails {
+        let (server_dev, client_dev) = (format!("siw_h0r{k}"), format!("siw_h1r{k}"));
+        let addr = format!("169.254.{}.1", 10 + k);
+        let port = free_port().to_string();
+        let server = on_host(
+            0,
+            bin,
+            &[
+                "-R",
+                "-d",
+                &server_dev,
+                "--bind",
+                &addr,
+                "-p",
+                &port,
+                "--accept-timeout",
+                "30",
+                "--timeout",
+                "10",
+            ],
+        );
+        let client = on_host(
+            1,
+            bin,
+            &[
+                "-R",
+                "-d",
+                &client_dev,
+                "-p",
+                &port,
+                "--timeout",
+                "10",
+                "-n",
+                "1000",
+                &addr,
+            ],
+        )
+        .wait_bounded(Duration::from_secs(120), "client");
+        let server = server.wait_bounded(LIMIT, "server");
+        assert_ran(&format!("rail {k}"), &server, &client);
+        assert!(
+            text(&client.stderr).contains(&format!("Device         : {client_dev}")),
+            "rail {k} client: {}",
+            text(&client.stderr)
+        );
+        assert!(
+            text(&server.stderr).contains(&format!("Device         : {server_dev}")),
+            "rail {k} server: {}",
+            text(&server.stderr)
+        );
+    }
+    // Host 1 with host 0's device: its interface is not in host 1's
+    // namespace, so no address of host 1 is on it.
+    let out = on_host(
+        1,
+        bin,
+        &[
+            "-R",
+            "-d",
+            "siw_h0r0",
+            "-n",
+            "10",
+            "--timeout",
+            "5",
+            "169.254.10.1",
+        ],
+    )
+    .wait_bounded(LIMIT, "client");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("-d/--ib-dev: siw_h0r0 has no IPv4 address to reach 169.254.10.1 from"),
+        "{err}"
+    );
+}

@@ -480,28 +480,49 @@ impl CmId {
         let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
         let mut src_raw = src.map(sockaddr_of);
         let mut dst_raw = sockaddr_of(dst);
-        // SAFETY: a live id; `src_raw` (or null) and `dst_raw` are valid
-        // socket addresses that live across the call, which copies them.
-        let rc = unsafe {
-            ffi::rdma_resolve_addr(
-                self.raw(),
-                src_raw.as_mut().map_or(std::ptr::null_mut(), |s| {
-                    (s as *mut libc::sockaddr_storage).cast()
-                }),
-                (&raw mut dst_raw).cast(),
-                ms,
-            )
-        };
-        if rc != 0 {
-            return Err(crate::error::from_errno("rdma_resolve_addr", errno_of(rc)));
+        // The kernel (drivers/infiniband/core/addr.c, 6.1) retries an
+        // address whose neighbour entry is not yet valid when a neighbour
+        // update wakes it, or else only at the request's timeout; an ARP
+        // reply that comes back before the request is queued (a veth or a
+        // bridge answers at once) wakes nothing, and a single attempt with
+        // the whole budget waits out all of it (measured: siw across
+        // network namespaces, every first contact). So: short attempts,
+        // growing, each a new rdma_resolve_addr after the kernel's
+        // ETIMEDOUT, until the budget is spent.
+        for attempt in 0.. {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let attempt_ms = resolve_attempt(attempt, remaining).as_millis().max(1) as i32;
+            // SAFETY: a live id; `src_raw` (or null) and `dst_raw` are
+            // valid socket addresses that live across the call, which
+            // copies them. Once the id is bound the kernel ignores `src`.
+            let rc = unsafe {
+                ffi::rdma_resolve_addr(
+                    self.raw(),
+                    src_raw.as_mut().map_or(std::ptr::null_mut(), |s| {
+                        (s as *mut libc::sockaddr_storage).cast()
+                    }),
+                    (&raw mut dst_raw).cast(),
+                    attempt_ms,
+                )
+            };
+            if rc != 0 {
+                return Err(crate::error::from_errno("rdma_resolve_addr", errno_of(rc)));
+            }
+            match self.expect(
+                CmEventKind::AddrResolved,
+                "rdma_resolve_addr",
+                "the connection manager to resolve the address",
+                started,
+                deadline,
+            ) {
+                Err(Error::Cm { status, .. })
+                    if status == -libc::ETIMEDOUT && Instant::now() < deadline => {}
+                other => {
+                    other?;
+                    break;
+                }
+            }
         }
-        self.expect(
-            CmEventKind::AddrResolved,
-            "rdma_resolve_addr",
-            "the connection manager to resolve the address",
-            started,
-            deadline,
-        )?;
         // SAFETY: a live id whose address is resolved.
         let rc = unsafe { ffi::rdma_resolve_route(self.raw(), ms) };
         if rc != 0 {
@@ -779,9 +800,27 @@ impl CmId {
     }
 }
 
+/// How long the kernel may try to resolve an address in attempt
+/// `attempt` (0-based) with `remaining` of the budget left: 250 ms,
+/// doubling to 2 s, never past the budget (see [`CmId::resolve`]).
+fn resolve_attempt(attempt: u32, remaining: Duration) -> Duration {
+    let step = Duration::from_millis(250) * (1u32 << attempt.min(3));
+    step.min(remaining)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resolve_attempts_grow_from_a_quarter_second_to_two_and_stay_in_the_budget() {
+        let ms = |a, left| resolve_attempt(a, Duration::from_millis(left)).as_millis();
+        let steps: Vec<u128> = (0..6).map(|a| ms(a, 60_000)).collect();
+        assert_eq!(steps, [250, 500, 1000, 2000, 2000, 2000]);
+        assert_eq!(ms(0, 100), 100);
+        assert_eq!(ms(5, 1500), 1500);
+        assert_eq!(ms(u32::MAX, 60_000), 2000);
+    }
 
     #[test]
     fn event_kinds_map_both_ways_and_carry_librdmacm_names() {
