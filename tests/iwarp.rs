@@ -884,3 +884,81 @@ fn iwarp_hosts_in_namespaces_connect_over_every_rail_each_on_its_own_device() {
         "{err}"
     );
 }
+
+/// TCP ports some socket listens on at `addr` (IPv4), from
+/// `/proc/net/tcp`: siw's connection manager listens with a kernel TCP
+/// socket, so an rdma_cm listener on siw shows there.
+fn listening_ports(addr: std::net::Ipv4Addr) -> Vec<u16> {
+    // The table prints the address as the 32-bit word in host (little-
+    // endian) order.
+    let local = format!("{:08X}", u32::from_le_bytes(addr.octets()));
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (a, p) = f.get(1)?.split_once(':')?;
+            (a == local && f.get(3) == Some(&"0A")).then(|| u16::from_str_radix(p, 16).ok())?
+        })
+        .collect()
+}
+
+/// While a session's QPs connect, its rdma_cm listener takes a request
+/// that is not from the session (another program's, here one carrying
+/// other private data): the server turns it away with a note, and the
+/// session goes on to the end.
+#[test]
+#[ignore = "needs an iWARP device: RDMAPERF_TEST_SIW_DEVICE (scripts/test runs it on soft-iWARP)"]
+fn a_stray_rdma_cm_request_mid_connect_is_turned_away_and_the_session_completes() {
+    use verbs::{CmId, ConnectParams, QueuePairCaps};
+
+    let dev = siw_device();
+    let addr = siw_addr();
+    let bin = env!("CARGO_BIN_EXE_write_bw");
+    let port = free_port();
+    let p = port.to_string();
+    let bind = addr.to_string();
+    let server = Reaper::spawn(
+        bin,
+        &["-R", "--bind", &bind, "-p", &p, "--accept-timeout", "30", "--timeout", "20"],
+    );
+    // The client stops itself once QP 0 of 2 is connected: the server then
+    // waits for QP 1 on the session's listener.
+    let mut client = Reaper::spawn_env(
+        bin,
+        &["-R", "-d", &dev, "-p", &p, "-q", "2", "-n", "500", "--timeout", "20", &bind],
+        &[("RDMAPERF_PAUSE_AT", "cm-connect")],
+    );
+    client.wait_stopped(Duration::from_secs(60));
+    let cm_ports: Vec<u16> = listening_ports(addr).into_iter().filter(|&q| q != port).collect();
+    assert_eq!(cm_ports.len(), 1, "the session's rdma_cm listener: {cm_ports:?}");
+    let stray = CmId::new().unwrap();
+    stray
+        .resolve(None, (addr, cm_ports[0]).into(), Duration::from_secs(5))
+        .unwrap();
+    let ctx = stray.context().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(4).unwrap();
+    let _qp = stray
+        .create_qp(&pd, &cq, &cq, &QueuePairCaps { max_send_wr: 4, max_recv_wr: 4, ..QueuePairCaps::default() })
+        .unwrap();
+    let params = ConnectParams {
+        responder_resources: 1,
+        initiator_depth: 1,
+        private_data: *b"not a session!!!",
+    };
+    let refused = stray.connect(params, Duration::from_secs(10));
+    assert!(refused.is_err(), "the stray request was accepted");
+    client.signal("CONT");
+    let client = client.wait_bounded(Duration::from_secs(120), "client");
+    let server = server.wait_bounded(LIMIT, "server");
+    assert_ran("write_bw -q 2", &server, &client);
+    let err = text(&server.stderr);
+    assert!(
+        err.contains(&format!(
+            "note: turned away an rdma_cm connection request from {addr}:"
+        )) && err.contains("that is not this session's QP 1 of 2"),
+        "{err}"
+    );
+}
