@@ -921,18 +921,48 @@ fn a_stray_rdma_cm_request_mid_connect_is_turned_away_and_the_session_completes(
     let bind = addr.to_string();
     let server = Reaper::spawn(
         bin,
-        &["-R", "--bind", &bind, "-p", &p, "--accept-timeout", "30", "--timeout", "20"],
+        &[
+            "-R",
+            "--bind",
+            &bind,
+            "-p",
+            &p,
+            "--accept-timeout",
+            "30",
+            "--timeout",
+            "20",
+        ],
     );
     // The client stops itself once QP 0 of 2 is connected: the server then
     // waits for QP 1 on the session's listener.
     let mut client = Reaper::spawn_env(
         bin,
-        &["-R", "-d", &dev, "-p", &p, "-q", "2", "-n", "500", "--timeout", "20", &bind],
+        &[
+            "-R",
+            "-d",
+            &dev,
+            "-p",
+            &p,
+            "-q",
+            "2",
+            "-n",
+            "500",
+            "--timeout",
+            "20",
+            &bind,
+        ],
         &[("RDMAPERF_PAUSE_AT", "cm-connect")],
     );
     client.wait_stopped(Duration::from_secs(60));
-    let cm_ports: Vec<u16> = listening_ports(addr).into_iter().filter(|&q| q != port).collect();
-    assert_eq!(cm_ports.len(), 1, "the session's rdma_cm listener: {cm_ports:?}");
+    let cm_ports: Vec<u16> = listening_ports(addr)
+        .into_iter()
+        .filter(|&q| q != port)
+        .collect();
+    assert_eq!(
+        cm_ports.len(),
+        1,
+        "the session's rdma_cm listener: {cm_ports:?}"
+    );
     let stray = CmId::new().unwrap();
     stray
         .resolve(None, (addr, cm_ports[0]).into(), Duration::from_secs(5))
@@ -941,7 +971,16 @@ fn a_stray_rdma_cm_request_mid_connect_is_turned_away_and_the_session_completes(
     let pd = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(4).unwrap();
     let _qp = stray
-        .create_qp(&pd, &cq, &cq, &QueuePairCaps { max_send_wr: 4, max_recv_wr: 4, ..QueuePairCaps::default() })
+        .create_qp(
+            &pd,
+            &cq,
+            &cq,
+            &QueuePairCaps {
+                max_send_wr: 4,
+                max_recv_wr: 4,
+                ..QueuePairCaps::default()
+            },
+        )
         .unwrap();
     let params = ConnectParams {
         responder_resources: 1,
