@@ -523,7 +523,16 @@ impl Reaper {
             }
             let child = self.0.as_mut().expect("process already reaped");
             if let Some(status) = child.try_wait().unwrap() {
-                panic!("process exited ({status}) before it stopped itself");
+                // What it said is what tells why (a slow machine's bound?).
+                let stderr = self
+                    .1
+                    .take()
+                    .map(|(_, e)| e.join().unwrap_or_default())
+                    .unwrap_or_default();
+                panic!(
+                    "process exited ({status}) before it stopped itself; stderr:\n{}",
+                    text(&stderr)
+                );
             }
             assert!(
                 start.elapsed() < limit,
