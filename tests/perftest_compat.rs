@@ -93,9 +93,11 @@ fn command_line(line: &str, vars: &[(&str, &str)]) -> (&'static str, Vec<String>
     for i in 0..words.len() {
         if words[i] == "-D"
             && let Some(n) = words.get(i + 1).and_then(|n| n.parse::<f64>().ok())
-            && n > 3.0
+            && n > 5.0
         {
-            words[i + 1] = "3".into();
+            // 5 s: with the 1 s margins a 3 s window; 1 s saw no
+            // completion at all (`-b -q 4`, 64 KiB) on a slow CI machine.
+            words[i + 1] = "5".into();
         }
     }
     words.extend(["-u".into(), "18".into()]);
