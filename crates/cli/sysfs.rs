@@ -194,11 +194,7 @@ pub fn read_device(
         .filter(|n| n.contains(':'));
     let node_guid = attr(&dev_dir.join("node_guid"));
     let node_type = attr(&dev_dir.join("node_type"));
-    let iwarp = engine::fabric::ports::DeviceState {
-        node_type: node_type.clone(),
-        ..Default::default()
-    }
-    .is_iwarp();
+    let iwarp = engine::fabric::ports::is_iwarp_node_type(node_type.as_deref());
     let single_netdev = {
         let nets = names_in(&device_link.join("net"));
         if nets.len() == 1 {

@@ -99,14 +99,18 @@ pub fn split_id_name(raw: &str) -> Option<(u32, &str)> {
     Some((id.trim().parse().ok()?, name.trim()))
 }
 
+/// Whether sysfs's `node_type` (`4: RNIC`) is an iWARP device's: the
+/// kernel's `RDMA_NODE_RNIC`; siw, cxgb4, irdma in iWARP mode.
+pub fn is_iwarp_node_type(node_type: Option<&str>) -> bool {
+    node_type
+        .and_then(split_id_name)
+        .is_some_and(|(id, _)| id == 4)
+}
+
 impl DeviceState {
-    /// Whether it is an iWARP device: `node_type` 4, `RNIC` (the kernel's
-    /// `RDMA_NODE_RNIC`; siw, cxgb4, irdma in iWARP mode).
+    /// Whether it is an iWARP device ([`is_iwarp_node_type`]).
     pub fn is_iwarp(&self) -> bool {
-        self.node_type
-            .as_deref()
-            .and_then(split_id_name)
-            .is_some_and(|(id, _)| id == 4)
+        is_iwarp_node_type(self.node_type.as_deref())
     }
 }
 
