@@ -888,8 +888,12 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
         Some(0.0),
         "{body}"
     );
+    // The bound is 5.5 s from the request; a VM emulated on a slow host
+    // wakes the exporter late (6.2 s in CI on stop 28, 0.7 s past its
+    // deadline), so the test grants such a wake-up 0.5 s beyond the
+    // scrape's 6 s: past that the answer is the exporter's fault.
     assert!(
-        took < Duration::from_secs(6),
+        took < Duration::from_millis(6500),
         "a 6 s scrape's probe took {took:?}: {body}"
     );
     assert!(

@@ -238,7 +238,7 @@ impl Exporter {
         let plan = ProbePlan::from_request(request, &self.args)?;
         let budget = probe_budget(request, &self.args)?;
         let started = Instant::now();
-        let outcome = self.run_probe(&plan, budget);
+        let outcome = self.run_probe(&plan, budget, started + budget);
         Ok(probe_exposition(&plan, &outcome, started.elapsed()))
     }
 
@@ -266,11 +266,17 @@ impl Exporter {
 
     /// Runs the probe's test in this process, as a library call
     /// ([`crate::runner::run_pair`]) on a thread of its own, and waits
-    /// for it at most `budget`. A run past it is abandoned: the answer
+    /// for it at most `budget`, until `deadline` (the request's start plus
+    /// `budget`, so the set-up before the run counts). A run past it is abandoned: the answer
     /// says so at once, and the run, whose every wait is bounded by a
     /// `--timeout` within the budget, ends on its own and only then frees
     /// its slot. A panic in it is a failed probe, never the exporter's end.
-    fn run_probe(self: &Arc<Self>, plan: &ProbePlan, budget: Duration) -> ProbeOutcome {
+    fn run_probe(
+        self: &Arc<Self>,
+        plan: &ProbePlan,
+        budget: Duration,
+        deadline: Instant,
+    ) -> ProbeOutcome {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let slot = match self.take_slot(plan.target_label()) {
             Ok(s) => s,
@@ -298,7 +304,7 @@ impl Exporter {
         if let Err(e) = spawned {
             return ProbeOutcome::failed(&format!("cannot start a thread for the probe: {e}"));
         }
-        match outcome.recv_timeout(budget) {
+        match outcome.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok((Ok(summary), results)) if summary.exit_code == 0 && results.is_some() => {
                 ProbeOutcome {
                     success: true,
