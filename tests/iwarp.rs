@@ -10,7 +10,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Reaper, free_port, peers, test_device, text};
+use support::{Reaper, free_port, peers, tcp_listeners, test_device, text};
 
 /// The iWARP device the tests run on. Panics when none is configured: a
 /// test that ran against nothing must never pass.
@@ -346,6 +346,21 @@ fn cm_pair(
     client_args: &[&str],
     server_args: &[&str],
 ) -> (std::process::Output, std::process::Output) {
+    let here = |_: usize, bin: &str, args: &[&str]| Reaper::spawn(bin, args);
+    cm_pair_on(&here, bin, bind, host, client_args, server_args)
+}
+
+/// As [`cm_pair`], each side started by `spawn(host, bin, args)`: the
+/// server as host 0, the client as host 1 ([`on_host`] puts them in the
+/// harness's namespaces).
+fn cm_pair_on(
+    spawn: &dyn Fn(usize, &str, &[&str]) -> Reaper,
+    bin: &str,
+    bind: &str,
+    host: &str,
+    client_args: &[&str],
+    server_args: &[&str],
+) -> (std::process::Output, std::process::Output) {
     let port = free_port().to_string();
     let mut s = vec![
         "-R",
@@ -359,11 +374,11 @@ fn cm_pair(
         "10",
     ];
     s.extend_from_slice(server_args);
-    let server = Reaper::spawn(bin, &s);
+    let server = spawn(0, bin, &s);
     let mut c = vec!["-R", "-p", &port, "--timeout", "10"];
     c.extend_from_slice(client_args);
     c.push(host);
-    let client = Reaper::spawn(bin, &c).wait_bounded(Duration::from_secs(120), "client");
+    let client = spawn(1, bin, &c).wait_bounded(Duration::from_secs(120), "client");
     let server = server.wait_bounded(LIMIT, "server");
     (server, client)
 }
@@ -812,42 +827,14 @@ fn iwarp_hosts_in_namespaces_connect_over_every_rail_each_on_its_own_device() {
     for k in 0..rails {
         let (server_dev, client_dev) = (format!("siw_h0r{k}"), format!("siw_h1r{k}"));
         let addr = format!("169.254.{}.1", 10 + k);
-        let port = free_port().to_string();
-        let server = on_host(
-            0,
+        let (server, client) = cm_pair_on(
+            &on_host,
             bin,
-            &[
-                "-R",
-                "-d",
-                &server_dev,
-                "--bind",
-                &addr,
-                "-p",
-                &port,
-                "--accept-timeout",
-                "30",
-                "--timeout",
-                "10",
-            ],
+            &addr,
+            &addr,
+            &["-d", &client_dev, "-n", "1000"],
+            &["-d", &server_dev],
         );
-        let client = on_host(
-            1,
-            bin,
-            &[
-                "-R",
-                "-d",
-                &client_dev,
-                "-p",
-                &port,
-                "--timeout",
-                "10",
-                "-n",
-                "1000",
-                &addr,
-            ],
-        )
-        .wait_bounded(Duration::from_secs(120), "client");
-        let server = server.wait_bounded(LIMIT, "server");
         assert_ran(&format!("rail {k}"), &server, &client);
         assert!(
             text(&client.stderr).contains(&format!("Device         : {client_dev}")),
@@ -885,22 +872,14 @@ fn iwarp_hosts_in_namespaces_connect_over_every_rail_each_on_its_own_device() {
     );
 }
 
-/// TCP ports some socket listens on at `addr` (IPv4), from
-/// `/proc/net/tcp`: siw's connection manager listens with a kernel TCP
-/// socket, so an rdma_cm listener on siw shows there.
+/// TCP ports some socket listens on at `addr` (IPv4): siw's connection
+/// manager listens with a kernel TCP socket, so an rdma_cm listener on
+/// siw shows in [`tcp_listeners`].
 fn listening_ports(addr: std::net::Ipv4Addr) -> Vec<u16> {
-    // The table prints the address as the 32-bit word in host (little-
-    // endian) order.
     let local = format!("{:08X}", u32::from_le_bytes(addr.octets()));
-    std::fs::read_to_string("/proc/net/tcp")
-        .unwrap_or_default()
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let (a, p) = f.get(1)?.split_once(':')?;
-            (a == local && f.get(3) == Some(&"0A")).then(|| u16::from_str_radix(p, 16).ok())?
-        })
+    tcp_listeners()
+        .into_iter()
+        .filter_map(|(a, p)| (a == local).then_some(p))
         .collect()
 }
 

@@ -263,26 +263,35 @@ pub fn connect_to_server(port: u16) -> std::net::TcpStream {
     }
 }
 
-/// Waits (at most `limit`) until some process listens on TCP `port`, read
-/// from `/proc/net/tcp{,6}` so the listener is not woken by a probe.
-pub fn wait_listening(port: u16, limit: Duration) {
-    let start = Instant::now();
-    let local = format!(":{port:04X}");
-    loop {
-        let listening = ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+/// The TCP sockets listening on this host (in this network namespace)
+/// now, as (local address, port), read from `/proc/net/tcp{,6}` so no
+/// listener is woken by the look. The address is the table's hex: an IPv4
+/// one is the 32-bit word in host (little-endian) order.
+pub fn tcp_listeners() -> Vec<(String, u16)> {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .flat_map(|table| {
             std::fs::read_to_string(table)
                 .unwrap_or_default()
                 .lines()
                 .skip(1)
-                .any(|l| {
+                .filter_map(|l| {
                     let f: Vec<&str> = l.split_whitespace().collect();
+                    let (addr, port) = f.get(1)?.split_once(':')?;
                     // st 0A is TCP_LISTEN (include/net/tcp_states.h).
-                    f.len() > 3 && f[1].ends_with(&local) && f[3] == "0A"
+                    (f.get(3) == Some(&"0A"))
+                        .then(|| Some((addr.to_owned(), u16::from_str_radix(port, 16).ok()?)))?
                 })
-        });
-        if listening {
-            return;
-        }
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Waits (at most `limit`) until some process listens on TCP `port`
+/// ([`tcp_listeners`]).
+pub fn wait_listening(port: u16, limit: Duration) {
+    let start = Instant::now();
+    while !tcp_listeners().iter().any(|&(_, p)| p == port) {
         assert!(
             start.elapsed() < limit,
             "nothing listened on port {port} within {limit:?}"
