@@ -23,11 +23,16 @@
 //!   [`fabric::prom`] metrics.
 //! - [`nccl`]: `doctor nccl`: [`nccl::env`] (NCCL_* checks) and
 //!   [`nccl::log`] (NCCL log reader).
+//! - [`cluster`]: cluster mode: [`cluster::launch`] (rank, size and
+//!   coordinator from the launcher), [`cluster::hostlist`] (Slurm
+//!   hostlists), [`cluster::schedule`] (rounds of pairs) and
+//!   [`cluster::verdict`] (pair, round and node verdicts).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod cluster;
 pub mod fabric;
 pub mod format;
 pub mod nccl;

@@ -1,0 +1,1 @@
+//! Slurm hostlist expansion (to be written).

@@ -1,0 +1,1 @@
+//! Launcher detection (to be written).

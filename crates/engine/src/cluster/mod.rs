@@ -1,0 +1,26 @@
+//! Cluster mode's pure logic (`rdmaperf cluster`): who this process is in
+//! the job, whom it tests against in which round, and what the results
+//! say about nodes and links. No sockets, no devices, no clock: the
+//! driver in `cli` reads the environment and the network and hands the
+//! facts in.
+//!
+//! - [`launch`]: the rank and size from the launcher's environment
+//!   (torchrun, Open MPI, PMI, Slurm, `--rank/--size`), innermost first,
+//!   and where the coordinator (rank 0) listens.
+//! - [`hostlist`]: Slurm's hostlist syntax (`tux[0-5,12]`,
+//!   `rack[0-1]_blade[0-2]`), expanded in order under a cap.
+//! - [`schedule`]: the rounds of pairs: all pairs by the circle method
+//!   (byes for odd N), the quick bisection and its retest pass, the ring,
+//!   and a pairs file; who serves in each pair.
+//! - [`rendezvous`]: the coordinator's state machines: gathering every
+//!   rank's identity under a deadline, then following each round until
+//!   every live rank has reported or its deadline passes.
+//! - [`verdict`]: per-pair verdicts (absolute and relative to the
+//!   cluster's best), slow rounds, and per-node verdicts that tell a bad
+//!   node from a bad link.
+
+pub mod hostlist;
+pub mod launch;
+pub mod rendezvous;
+pub mod schedule;
+pub mod verdict;

@@ -1,0 +1,627 @@
+//! The coordinator's (rank 0's) two state machines, with no I/O and time
+//! passed in: [`Gathering`] collects every rank's identity until all have
+//! come or the deadline passes; [`RoundTracker`] follows one round of
+//! pair tests until every live rank in it has reported or its deadline
+//! passes, and turns what came back (or did not) into [`Measurement`]s
+//! for the verdicts. The driver moves the bytes and calls these with what
+//! arrived; one bad rank is a finding, never a wait without end.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use thiserror::Error;
+
+use super::schedule::{Rank, Round};
+use super::verdict::{Measurement, Outcome};
+
+/// Longest host name kept from a rank's identity, in bytes (a DNS name is
+/// at most 253).
+pub const MAX_HOST_LEN: usize = 255;
+
+/// What a rank tells the coordinator when it arrives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Identity {
+    /// Its rank.
+    pub rank: Rank,
+    /// The job's size as it sees it.
+    pub size: u32,
+    /// Its rdmaperf version.
+    pub version: String,
+    /// Its host name.
+    pub host: String,
+    /// The TCP port of its pair listener (bound before it joined, held
+    /// open: no free-port race).
+    pub pair_port: u16,
+}
+
+/// Why the coordinator turned an arriving rank away.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum JoinError {
+    /// Its size differs from the coordinator's.
+    #[error("rank {rank} on {host} says the job has {theirs} ranks, rank 0 says {ours}")]
+    SizeMismatch {
+        /// Its rank.
+        rank: Rank,
+        /// Its host.
+        host: String,
+        /// Its size.
+        theirs: u32,
+        /// The coordinator's size.
+        ours: u32,
+    },
+    /// Its version differs from the coordinator's.
+    #[error(
+        "rank {rank} on {host} runs rdmaperf {theirs}, rank 0 runs {ours}: one version on every node"
+    )]
+    VersionMismatch {
+        /// Its rank.
+        rank: Rank,
+        /// Its host.
+        host: String,
+        /// Its version.
+        theirs: String,
+        /// The coordinator's.
+        ours: String,
+    },
+    /// Its rank is not below the size.
+    #[error("rank {rank} on {host} is out of range: the job has {size} ranks")]
+    RankOutOfRange {
+        /// Its rank.
+        rank: Rank,
+        /// Its host.
+        host: String,
+        /// The job's size.
+        size: u32,
+    },
+    /// Another process already holds its rank.
+    #[error("rank {rank} arrived twice: from {first_host} and from {host}")]
+    DuplicateRank {
+        /// The rank.
+        rank: Rank,
+        /// Where it came from first.
+        first_host: String,
+        /// Where it came from now.
+        host: String,
+    },
+    /// The host name is empty or longer than [`MAX_HOST_LEN`].
+    #[error("rank {rank} sent a host name of {len} bytes (1 to {MAX_HOST_LEN})")]
+    BadHost {
+        /// Its rank.
+        rank: Rank,
+        /// The name's length.
+        len: usize,
+    },
+    /// It came after the table went out.
+    #[error("rank {rank} on {host} arrived after the rendezvous ended")]
+    Late {
+        /// Its rank.
+        rank: Rank,
+        /// Its host.
+        host: String,
+    },
+}
+
+/// Where the gathering stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GatheringState {
+    /// Still waiting, at most until this instant.
+    Waiting(Instant),
+    /// Every rank is here.
+    Complete,
+    /// The deadline passed with these ranks missing (in rank order).
+    TimedOut(Vec<Rank>),
+}
+
+/// Rank 0 collecting identities: every rank must arrive by the deadline.
+#[derive(Debug, Clone)]
+pub struct Gathering {
+    size: u32,
+    version: String,
+    deadline: Instant,
+    members: Vec<Option<Identity>>,
+    closed: bool,
+}
+
+impl Gathering {
+    /// Waits for `size` ranks of `version` until `started + timeout`.
+    pub fn new(size: u32, version: &str, started: Instant, timeout: Duration) -> Self {
+        Self {
+            size,
+            version: version.to_owned(),
+            deadline: started + timeout,
+            members: vec![None; size as usize],
+            closed: false,
+        }
+    }
+
+    /// A rank arrived with `id`. Refused ranks are not counted; the
+    /// driver answers them with the error and closes their connection.
+    pub fn join(&mut self, id: Identity) -> Result<(), JoinError> {
+        let Identity { rank, .. } = id;
+        let host = id.host.clone();
+        if id.host.is_empty() || id.host.len() > MAX_HOST_LEN {
+            return Err(JoinError::BadHost {
+                rank,
+                len: id.host.len(),
+            });
+        }
+        if self.closed {
+            return Err(JoinError::Late { rank, host });
+        }
+        if id.size != self.size {
+            return Err(JoinError::SizeMismatch {
+                rank,
+                host,
+                theirs: id.size,
+                ours: self.size,
+            });
+        }
+        if id.version != self.version {
+            return Err(JoinError::VersionMismatch {
+                rank,
+                host,
+                theirs: id.version,
+                ours: self.version.clone(),
+            });
+        }
+        let Some(slot) = self.members.get_mut(rank as usize) else {
+            return Err(JoinError::RankOutOfRange {
+                rank,
+                host,
+                size: self.size,
+            });
+        };
+        if let Some(first) = slot {
+            return Err(JoinError::DuplicateRank {
+                rank,
+                first_host: first.host.clone(),
+                host,
+            });
+        }
+        *slot = Some(id);
+        Ok(())
+    }
+
+    /// A rank's connection closed before the table went out: its place is
+    /// free again (it may retry).
+    pub fn left(&mut self, rank: Rank) {
+        if !self.closed
+            && let Some(slot) = self.members.get_mut(rank as usize)
+        {
+            *slot = None;
+        }
+    }
+
+    /// Where the gathering stands at `now`.
+    pub fn poll(&self, now: Instant) -> GatheringState {
+        if self.members.iter().all(Option::is_some) {
+            GatheringState::Complete
+        } else if now >= self.deadline {
+            GatheringState::TimedOut(self.missing())
+        } else {
+            GatheringState::Waiting(self.deadline)
+        }
+    }
+
+    /// The ranks not here, in rank order.
+    pub fn missing(&self) -> Vec<Rank> {
+        (0..self.size)
+            .filter(|&r| self.members[r as usize].is_none())
+            .collect()
+    }
+
+    /// Ends the gathering (complete or not): the table of who came, in
+    /// rank order, `None` for a missing rank. Later arrivals are
+    /// [`JoinError::Late`].
+    pub fn close(&mut self) -> Vec<Option<Identity>> {
+        self.closed = true;
+        self.members.clone()
+    }
+}
+
+/// What one rank reports at the end of a round: what it measured, as the
+/// pair's client (both directions), or the error that ended its side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundReport {
+    /// The reporting rank.
+    pub rank: Rank,
+    /// Its measurements (the pair's directions, or none when it idled or
+    /// served a test that succeeded: the client reports the figures).
+    pub measurements: Vec<Measurement>,
+}
+
+/// Where a round stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoundState {
+    /// Reports still owed, at most until this instant.
+    Waiting(Instant),
+    /// Every live rank reported, or the deadline passed: collect it with
+    /// [`RoundTracker::finish`].
+    Done,
+}
+
+/// One round at the coordinator: which ranks owe a report, what came.
+#[derive(Debug, Clone)]
+pub struct RoundTracker {
+    index: u32,
+    round: Round,
+    deadline: Instant,
+    /// Ranks alive at the start of the round.
+    alive: Vec<bool>,
+    reports: Vec<Option<RoundReport>>,
+}
+
+impl RoundTracker {
+    /// Round `index` of the schedule starts at `now` and ends at `now +
+    /// budget` at the latest; `alive[r]` says whether rank `r` is still
+    /// in the run.
+    pub fn start(
+        index: u32,
+        round: &Round,
+        alive: &[bool],
+        now: Instant,
+        budget: Duration,
+    ) -> Self {
+        Self {
+            index,
+            round: round.clone(),
+            deadline: now + budget,
+            alive: alive.to_vec(),
+            reports: vec![None; alive.len()],
+        }
+    }
+
+    fn is_alive(&self, r: Rank) -> bool {
+        self.alive.get(r as usize).copied().unwrap_or(false)
+    }
+
+    /// The ranks that owe a report: the live ranks of its pairs.
+    pub fn owed(&self) -> Vec<Rank> {
+        let mut out: Vec<Rank> = self
+            .round
+            .pairs
+            .iter()
+            .flat_map(|p| [p.server, p.client])
+            .filter(|&r| self.is_alive(r) && self.reports[r as usize].is_none())
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// A rank's report. Measurements that are not of this round's pair of
+    /// that rank are dropped (a confused or hostile peer cannot write
+    /// another pair's figures); a second report is ignored.
+    pub fn report(&mut self, mut report: RoundReport) {
+        let rank = report.rank;
+        let Some(partner) = self.partner(rank) else {
+            return;
+        };
+        report.measurements.retain(|m| {
+            m.round == self.index
+                && ((m.from == rank && m.to == partner) || (m.from == partner && m.to == rank))
+        });
+        if let Some(slot) = self.reports.get_mut(rank as usize)
+            && slot.is_none()
+        {
+            *slot = Some(report);
+        }
+    }
+
+    /// A rank died (its connection closed) during the round.
+    pub fn lost(&mut self, rank: Rank) {
+        if let Some(a) = self.alive.get_mut(rank as usize) {
+            *a = false;
+        }
+    }
+
+    fn partner(&self, rank: Rank) -> Option<Rank> {
+        self.round.pairs.iter().find_map(|p| {
+            (p.server == rank)
+                .then_some(p.client)
+                .or((p.client == rank).then_some(p.server))
+        })
+    }
+
+    /// Where the round stands at `now`.
+    pub fn poll(&self, now: Instant) -> RoundState {
+        if self.owed().is_empty() || now >= self.deadline {
+            RoundState::Done
+        } else {
+            RoundState::Waiting(self.deadline)
+        }
+    }
+
+    /// The round's measurements, both directions of every pair, and the
+    /// ranks that owed a report and sent none (alive but silent past the
+    /// deadline: the driver drops them from the run).
+    ///
+    /// Per pair: a dead rank (before or during the round) makes both
+    /// directions [`Outcome::PeerMissing`]; else the client's figures, or
+    /// failing those the server's; a direction nobody reported is an
+    /// [`Outcome::Error`] saying so.
+    pub fn finish(self) -> (Vec<Measurement>, Vec<Rank>) {
+        let silent = self.owed();
+        let mut out = Vec::with_capacity(self.round.pairs.len() * 2);
+        for p in &self.round.pairs {
+            for (from, to) in [(p.client, p.server), (p.server, p.client)] {
+                let dead = !self.is_alive(p.server) || !self.is_alive(p.client);
+                let found = |r: Rank| {
+                    self.reports[r as usize]
+                        .as_ref()
+                        .and_then(|rep| {
+                            rep.measurements
+                                .iter()
+                                .find(|m| m.from == from && m.to == to)
+                        })
+                        .cloned()
+                };
+                let m = if dead {
+                    None
+                } else {
+                    found(p.client).or_else(|| found(p.server))
+                };
+                out.push(m.unwrap_or_else(|| Measurement {
+                    round: self.index,
+                    from,
+                    to,
+                    outcome: if dead {
+                        Outcome::PeerMissing
+                    } else {
+                        Outcome::Error {
+                            error: format!(
+                                "no result from rank {} or rank {} within the round's deadline",
+                                p.client, p.server
+                            ),
+                        }
+                    },
+                }));
+            }
+        }
+        (out, silent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::schedule::Pair;
+
+    fn id(rank: Rank, host: &str) -> Identity {
+        Identity {
+            rank,
+            size: 3,
+            version: "0.1.0".into(),
+            host: host.into(),
+            pair_port: 40000 + rank as u16,
+        }
+    }
+
+    #[test]
+    fn gathering_completes_when_every_rank_has_come() {
+        let t0 = Instant::now();
+        let mut g = Gathering::new(3, "0.1.0", t0, Duration::from_secs(30));
+        for r in [2, 0, 1] {
+            assert_eq!(
+                g.poll(t0),
+                GatheringState::Waiting(t0 + Duration::from_secs(30))
+            );
+            g.join(id(r, "node")).unwrap();
+        }
+        assert_eq!(g.poll(t0), GatheringState::Complete);
+        let table = g.close();
+        assert_eq!(
+            table
+                .iter()
+                .flatten()
+                .map(|m| m.pair_port)
+                .collect::<Vec<_>>(),
+            [40000, 40001, 40002]
+        );
+    }
+
+    #[test]
+    fn gathering_times_out_naming_the_missing_ranks_and_a_late_rank_is_refused() {
+        let t0 = Instant::now();
+        let mut g = Gathering::new(3, "0.1.0", t0, Duration::from_secs(30));
+        g.join(id(1, "b")).unwrap();
+        assert_eq!(
+            g.poll(t0 + Duration::from_secs(30)),
+            GatheringState::TimedOut(vec![0, 2])
+        );
+        g.close();
+        assert_eq!(
+            g.join(id(2, "c")).unwrap_err().to_string(),
+            "rank 2 on c arrived after the rendezvous ended"
+        );
+    }
+
+    #[test]
+    fn duplicates_versions_sizes_and_ranges_are_refused_by_name() {
+        let t0 = Instant::now();
+        let mut g = Gathering::new(3, "0.1.0", t0, Duration::from_secs(30));
+        g.join(id(1, "a")).unwrap();
+        assert_eq!(
+            g.join(id(1, "b")).unwrap_err().to_string(),
+            "rank 1 arrived twice: from a and from b"
+        );
+        let mut v = id(2, "c");
+        v.version = "0.2.0".into();
+        assert_eq!(
+            g.join(v).unwrap_err().to_string(),
+            "rank 2 on c runs rdmaperf 0.2.0, rank 0 runs 0.1.0: one version on every node"
+        );
+        let mut s = id(2, "c");
+        s.size = 4;
+        assert_eq!(
+            g.join(s).unwrap_err().to_string(),
+            "rank 2 on c says the job has 4 ranks, rank 0 says 3"
+        );
+        assert_eq!(
+            g.join(id(3, "d")).unwrap_err().to_string(),
+            "rank 3 on d is out of range: the job has 3 ranks"
+        );
+        assert!(matches!(
+            g.join(id(2, "")),
+            Err(JoinError::BadHost { len: 0, .. })
+        ));
+        assert!(matches!(
+            g.join(id(2, &"x".repeat(256))),
+            Err(JoinError::BadHost { len: 256, .. })
+        ));
+        assert_eq!(g.missing(), [0, 2]);
+    }
+
+    #[test]
+    fn a_rank_that_left_before_the_table_may_come_again() {
+        let t0 = Instant::now();
+        let mut g = Gathering::new(3, "0.1.0", t0, Duration::from_secs(30));
+        g.join(id(1, "a")).unwrap();
+        g.left(1);
+        g.join(id(1, "a")).unwrap();
+        assert_eq!(g.missing(), [0, 2]);
+    }
+
+    fn round() -> Round {
+        Round {
+            pairs: vec![
+                Pair {
+                    server: 0,
+                    client: 3,
+                },
+                Pair {
+                    server: 1,
+                    client: 2,
+                },
+            ],
+            idle: vec![],
+        }
+    }
+
+    fn measured(round: u32, from: Rank, to: Rank, gbps: f64) -> Measurement {
+        Measurement {
+            round,
+            from,
+            to,
+            outcome: Outcome::Measured {
+                bw_gbps: gbps,
+                lat_us: None,
+            },
+        }
+    }
+
+    #[test]
+    fn a_round_is_done_when_every_live_rank_reported_and_takes_the_clients_figures() {
+        let t0 = Instant::now();
+        let mut t = RoundTracker::start(5, &round(), &[true; 4], t0, Duration::from_secs(20));
+        assert_eq!(t.owed(), [0, 1, 2, 3]);
+        for rank in [0, 1] {
+            t.report(RoundReport {
+                rank,
+                measurements: vec![],
+            });
+        }
+        t.report(RoundReport {
+            rank: 3,
+            measurements: vec![measured(5, 3, 0, 90.0), measured(5, 0, 3, 91.0)],
+        });
+        assert_eq!(
+            t.poll(t0),
+            RoundState::Waiting(t0 + Duration::from_secs(20))
+        );
+        t.report(RoundReport {
+            rank: 2,
+            measurements: vec![measured(5, 2, 1, 80.0), measured(5, 1, 2, 81.0)],
+        });
+        assert_eq!(t.poll(t0), RoundState::Done);
+        let (m, silent) = t.finish();
+        assert!(silent.is_empty());
+        assert_eq!(
+            m,
+            [
+                measured(5, 3, 0, 90.0),
+                measured(5, 0, 3, 91.0),
+                measured(5, 2, 1, 80.0),
+                measured(5, 1, 2, 81.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_rank_dead_before_or_during_the_round_makes_its_pair_peer_missing() {
+        let t0 = Instant::now();
+        let mut t = RoundTracker::start(
+            0,
+            &round(),
+            &[true, true, true, false],
+            t0,
+            Duration::from_secs(20),
+        );
+        assert_eq!(t.owed(), [0, 1, 2]);
+        t.lost(1);
+        t.report(RoundReport {
+            rank: 0,
+            measurements: vec![],
+        });
+        // Rank 2 reports figures, but its server died during the round.
+        t.report(RoundReport {
+            rank: 2,
+            measurements: vec![measured(0, 2, 1, 80.0), measured(0, 1, 2, 81.0)],
+        });
+        assert_eq!(t.poll(t0), RoundState::Done);
+        let (m, silent) = t.finish();
+        assert!(silent.is_empty());
+        assert!(m.iter().all(|m| m.outcome == Outcome::PeerMissing), "{m:?}");
+        assert_eq!(m.len(), 4);
+    }
+
+    #[test]
+    fn past_the_deadline_the_silent_ranks_are_named_and_their_pairs_are_errors() {
+        let t0 = Instant::now();
+        let mut t = RoundTracker::start(2, &round(), &[true; 4], t0, Duration::from_secs(20));
+        t.report(RoundReport {
+            rank: 0,
+            measurements: vec![],
+        });
+        t.report(RoundReport {
+            rank: 3,
+            measurements: vec![measured(2, 3, 0, 90.0), measured(2, 0, 3, 91.0)],
+        });
+        assert_eq!(t.poll(t0 + Duration::from_secs(20)), RoundState::Done);
+        let (m, silent) = t.finish();
+        assert_eq!(silent, [1, 2]);
+        assert_eq!(
+            m[2].outcome,
+            Outcome::Error {
+                error: "no result from rank 2 or rank 1 within the round's deadline".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_report_cannot_carry_another_pairs_or_another_rounds_figures() {
+        let t0 = Instant::now();
+        let mut t = RoundTracker::start(1, &round(), &[true; 4], t0, Duration::from_secs(20));
+        t.report(RoundReport {
+            rank: 3,
+            measurements: vec![
+                measured(1, 2, 1, 1.0),
+                measured(0, 3, 0, 1.0),
+                measured(1, 3, 0, 90.0),
+            ],
+        });
+        // A second report from the same rank is ignored.
+        t.report(RoundReport {
+            rank: 3,
+            measurements: vec![measured(1, 0, 3, 5.0)],
+        });
+        // An idle or unknown rank's report is ignored.
+        t.report(RoundReport {
+            rank: 9,
+            measurements: vec![measured(1, 9, 0, 5.0)],
+        });
+        let (m, _) = t.finish();
+        assert_eq!(m[0], measured(1, 3, 0, 90.0));
+        assert!(matches!(m[1].outcome, Outcome::Error { .. }));
+        assert!(matches!(m[2].outcome, Outcome::Error { .. }));
+    }
+}

@@ -1,0 +1,866 @@
+//! The verdicts of a cluster run, from its measurements: one per
+//! measured direction of a pair, one per round (a slow round is
+//! congestion, not many bad links), one per node (a bad node fails most
+//! of its pairs; a bad link fails only its own).
+//!
+//! The rules, and where they come from:
+//!
+//! - **Absolute** (`--expect-rate` × `--min-efficiency`, `--max-latency`):
+//!   what the link validation of a single run judges.
+//! - **Relative** (NVIDIA ClusterKit's defaults): bandwidth below 0.93 ×
+//!   the cluster's best, latency above 2.1 × its minimum.
+//! - **Slow round**: a round of at least [`MIN_PAIRS_FOR_SLOW_ROUND`]
+//!   pairs in which more than half the measured directions fail the
+//!   relative rule; its relative failures are reported as the round's,
+//!   not the links' (absolute failures still count).
+//! - **Node**: a rank fails when more than half of the pairs it measured
+//!   (at least two) failed; otherwise its failed pairs are link findings.
+//!   A pair whose peer never arrived or died is "peer missing": neither a
+//!   pass nor a failure of the rank that was there.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::schedule::Rank;
+use crate::results::verdict::EXIT_VERDICT_FAIL;
+
+/// ClusterKit's relative bandwidth threshold: a direction below this
+/// fraction of the cluster's best fails.
+pub const DEFAULT_RELATIVE_BW: f64 = 0.93;
+/// ClusterKit's relative latency threshold: a latency above this multiple
+/// of the cluster's minimum fails.
+pub const DEFAULT_RELATIVE_LAT: f64 = 2.1;
+/// A round with fewer pairs is never called slow: with one or two pairs
+/// "most of the round" is one bad link.
+pub const MIN_PAIRS_FOR_SLOW_ROUND: usize = 3;
+/// Exit code of a cluster run with ranks missing (or no rendezvous).
+pub const EXIT_RANKS_MISSING: u8 = 4;
+
+/// What the verdicts judge against.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Thresholds {
+    /// Absolute bandwidth floor, Gb/s (the expected rate × the minimum
+    /// efficiency), if any.
+    pub min_bw_gbps: Option<f64>,
+    /// Absolute latency ceiling, µs (`--max-latency`), if any.
+    pub max_lat_us: Option<f64>,
+    /// Relative bandwidth threshold: the fraction of the cluster's best.
+    pub relative_bw: f64,
+    /// Relative latency threshold: the multiple of the cluster's minimum.
+    pub relative_lat: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Self {
+            min_bw_gbps: None,
+            max_lat_us: None,
+            relative_bw: DEFAULT_RELATIVE_BW,
+            relative_lat: DEFAULT_RELATIVE_LAT,
+        }
+    }
+}
+
+/// What happened to one direction of one pair's test.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// It ran: its figures.
+    Measured {
+        /// Bandwidth, Gb/s.
+        bw_gbps: f64,
+        /// Latency (the percentile judged), µs, when measured.
+        lat_us: Option<f64>,
+    },
+    /// It failed or timed out: why.
+    Error {
+        /// The error, as the run reported it.
+        error: String,
+    },
+    /// The peer never arrived or died before it: not this rank's failure.
+    PeerMissing,
+}
+
+/// One direction of one pair's test: data flowing `from` → `to`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measurement {
+    /// The round it ran in (0-based).
+    pub round: u32,
+    /// The sending rank.
+    pub from: Rank,
+    /// The receiving rank.
+    pub to: Rank,
+    /// What happened.
+    pub outcome: Outcome,
+}
+
+impl Measurement {
+    fn bw(&self) -> Option<f64> {
+        match self.outcome {
+            Outcome::Measured { bw_gbps, .. } => Some(bw_gbps),
+            _ => None,
+        }
+    }
+
+    fn lat(&self) -> Option<f64> {
+        match self.outcome {
+            Outcome::Measured { lat_us, .. } => lat_us,
+            _ => None,
+        }
+    }
+
+    /// The pair as an ordered key (lower rank first).
+    fn pair(&self) -> (Rank, Rank) {
+        (self.from.min(self.to), self.from.max(self.to))
+    }
+}
+
+/// Why a direction failed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+pub enum Reason {
+    /// The test did not complete.
+    Error {
+        /// Its error.
+        error: String,
+    },
+    /// Below the absolute floor.
+    BelowRate {
+        /// Measured, Gb/s.
+        measured: f64,
+        /// The floor, Gb/s.
+        min: f64,
+    },
+    /// Below the relative threshold of the cluster's best.
+    BelowBest {
+        /// Measured, Gb/s.
+        measured: f64,
+        /// The cluster's best, Gb/s.
+        best: f64,
+        /// The threshold, a fraction of `best`.
+        fraction: f64,
+    },
+    /// Above the absolute latency ceiling.
+    AboveLatency {
+        /// Measured, µs.
+        measured: f64,
+        /// The ceiling, µs.
+        max: f64,
+    },
+    /// Above the relative multiple of the cluster's minimum latency.
+    AboveMinLatency {
+        /// Measured, µs.
+        measured: f64,
+        /// The cluster's minimum, µs.
+        min: f64,
+        /// The threshold, a multiple of `min`.
+        factor: f64,
+    },
+}
+
+impl Reason {
+    fn relative(&self) -> bool {
+        matches!(self, Self::BelowBest { .. } | Self::AboveMinLatency { .. })
+    }
+
+    /// One line for a human, e.g. `12.1 Gb/s < 0.93 × best 20.0 Gb/s`.
+    pub fn line(&self) -> String {
+        match self {
+            Self::Error { error } => format!("error: {error}"),
+            Self::BelowRate { measured, min } => {
+                format!("{measured:.2} Gb/s < {min:.2} Gb/s expected")
+            }
+            Self::BelowBest {
+                measured,
+                best,
+                fraction,
+            } => format!("{measured:.2} Gb/s < {fraction} × best {best:.2} Gb/s"),
+            Self::AboveLatency { measured, max } => {
+                format!("{measured:.2} us > {max:.2} us allowed")
+            }
+            Self::AboveMinLatency {
+                measured,
+                min,
+                factor,
+            } => format!("{measured:.2} us > {factor} × minimum {min:.2} us"),
+        }
+    }
+}
+
+/// Whose fault a failed direction is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Blame {
+    /// It passed (or its peer was missing).
+    None,
+    /// One of its ranks fails as a node (named in [`DirectionVerdict::blamed_ranks`]).
+    Node,
+    /// Neither rank fails as a node: the link between them.
+    Link,
+    /// Only relative rules failed, in a slow round: congestion.
+    SlowRound,
+}
+
+/// The verdict on one [`Measurement`] (same index).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DirectionVerdict {
+    /// Whether it passed; peer-missing directions are not judged (`true`
+    /// is never claimed for them: see `peer_missing`).
+    pub pass: bool,
+    /// The peer was missing: neither pass nor failure.
+    pub peer_missing: bool,
+    /// Every rule it failed.
+    pub reasons: Vec<Reason>,
+    /// Whose fault a failure is.
+    pub blame: Blame,
+    /// With [`Blame::Node`], the failing node(s) among its two ranks.
+    pub blamed_ranks: Vec<Rank>,
+}
+
+/// The verdict on one round.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoundVerdict {
+    /// The round.
+    pub round: u32,
+    /// Directions measured in it.
+    pub measured: usize,
+    /// Of those, how many failed a relative rule.
+    pub relative_failures: usize,
+    /// Whether it is a slow round (see the module doc).
+    pub slow: bool,
+}
+
+/// A node's (rank's) state after the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    /// Every pair it measured passed.
+    Pass,
+    /// Most of its pairs failed: the node is bad.
+    Fail,
+    /// Some pairs failed, not most: those links are the findings.
+    LinkFailures,
+    /// It never arrived or died.
+    Missing,
+}
+
+impl NodeStatus {
+    /// Its word in the report.
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Pass => "PASS",
+            Self::Fail => "FAIL",
+            Self::LinkFailures => "LINK",
+            Self::Missing => "MISSING",
+        }
+    }
+}
+
+/// The verdict on one node (rank).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeVerdict {
+    /// The rank.
+    pub rank: Rank,
+    /// Its state.
+    pub status: NodeStatus,
+    /// Pairs that ran to a verdict (peer-missing pairs not counted).
+    pub pairs: usize,
+    /// Of those, how many failed (in either direction, slow rounds aside).
+    pub failed: usize,
+    /// Pairs whose peer was missing.
+    pub peer_missing: usize,
+    /// Its lowest bandwidth in either direction, Gb/s.
+    pub worst_bw_gbps: Option<f64>,
+}
+
+/// Everything the verdicts say about a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClusterVerdict {
+    /// One per measurement, in the same order.
+    pub directions: Vec<DirectionVerdict>,
+    /// One per round that measured anything, in round order.
+    pub rounds: Vec<RoundVerdict>,
+    /// One per rank, in rank order.
+    pub nodes: Vec<NodeVerdict>,
+    /// The cluster's best bandwidth, Gb/s.
+    pub best_bw_gbps: Option<f64>,
+    /// The cluster's minimum latency, µs.
+    pub min_lat_us: Option<f64>,
+}
+
+impl ClusterVerdict {
+    /// Whether every node passed and none is missing.
+    pub fn pass(&self) -> bool {
+        self.nodes.iter().all(|n| n.status == NodeStatus::Pass)
+    }
+
+    /// The run's exit code: 4 with ranks missing, 3 with a failure, else 0.
+    pub fn exit_code(&self) -> u8 {
+        if self.nodes.iter().any(|n| n.status == NodeStatus::Missing) {
+            EXIT_RANKS_MISSING
+        } else if self.pass() {
+            0
+        } else {
+            EXIT_VERDICT_FAIL
+        }
+    }
+}
+
+/// Judges a run of `size` ranks: `missing` are the ranks that never
+/// arrived or died; `measurements` every direction of every pair,
+/// including the quick mode's retests.
+pub fn judge(
+    size: u32,
+    missing: &[Rank],
+    measurements: &[Measurement],
+    th: &Thresholds,
+) -> ClusterVerdict {
+    let best_bw = measurements
+        .iter()
+        .filter_map(Measurement::bw)
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    let min_lat = measurements
+        .iter()
+        .filter_map(Measurement::lat)
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))));
+
+    // Every rule each direction fails.
+    let reasons: Vec<Vec<Reason>> = measurements
+        .iter()
+        .map(|m| rules_failed(m, th, best_bw, min_lat))
+        .collect();
+
+    // Rounds: how many directions fail a relative rule.
+    #[derive(Default)]
+    struct RoundTally {
+        measured: usize,
+        relative_failures: usize,
+        pairs: Vec<(Rank, Rank)>,
+    }
+    let mut rounds: BTreeMap<u32, RoundTally> = BTreeMap::new();
+    for (m, r) in measurements.iter().zip(&reasons) {
+        if matches!(m.outcome, Outcome::Measured { .. }) {
+            let e = rounds.entry(m.round).or_default();
+            e.measured += 1;
+            e.relative_failures += usize::from(r.iter().any(Reason::relative));
+            e.pairs.push(m.pair());
+        }
+    }
+    let rounds: Vec<RoundVerdict> = rounds
+        .into_iter()
+        .map(|(round, mut t)| {
+            t.pairs.sort_unstable();
+            t.pairs.dedup();
+            RoundVerdict {
+                round,
+                measured: t.measured,
+                relative_failures: t.relative_failures,
+                slow: t.pairs.len() >= MIN_PAIRS_FOR_SLOW_ROUND
+                    && t.relative_failures * 2 > t.measured,
+            }
+        })
+        .collect();
+    let slow = |round: u32| rounds.iter().any(|r| r.round == round && r.slow);
+
+    // A direction fails on any rule, except relative rules in a slow round.
+    let counted: Vec<bool> = measurements
+        .iter()
+        .zip(&reasons)
+        .map(|(m, r)| r.iter().any(|r| !(slow(m.round) && r.relative())))
+        .collect();
+
+    // Nodes: pairs measured and failed, per rank.
+    let mut pair_failed: BTreeMap<(u32, Rank, Rank), bool> = BTreeMap::new();
+    let mut pair_missing: BTreeMap<(u32, Rank, Rank), ()> = BTreeMap::new();
+    let mut worst = vec![None::<f64>; size as usize];
+    for (m, &failed) in measurements.iter().zip(&counted) {
+        let (a, b) = m.pair();
+        if m.outcome == Outcome::PeerMissing {
+            pair_missing.insert((m.round, a, b), ());
+            continue;
+        }
+        *pair_failed.entry((m.round, a, b)).or_default() |= failed;
+        if let Some(bw) = m.bw() {
+            for r in [a, b] {
+                if let Some(w) = worst.get_mut(r as usize) {
+                    *w = Some(w.map_or(bw, |w: f64| w.min(bw)));
+                }
+            }
+        }
+    }
+    let nodes: Vec<NodeVerdict> = (0..size)
+        .map(|rank| {
+            let mine = |&(_, a, b): &(u32, Rank, Rank)| a == rank || b == rank;
+            let pairs = pair_failed.keys().filter(|k| mine(k)).count();
+            let failed = pair_failed.iter().filter(|(k, f)| mine(k) && **f).count();
+            let peer_missing = pair_missing.keys().filter(|k| mine(k)).count();
+            let status = if missing.contains(&rank) {
+                NodeStatus::Missing
+            } else if failed == 0 {
+                NodeStatus::Pass
+            } else if pairs >= 2 && failed * 2 > pairs {
+                NodeStatus::Fail
+            } else {
+                NodeStatus::LinkFailures
+            };
+            NodeVerdict {
+                rank,
+                status,
+                pairs,
+                failed,
+                peer_missing,
+                worst_bw_gbps: worst.get(rank as usize).copied().flatten(),
+            }
+        })
+        .collect();
+
+    let failing_node = |r: Rank| {
+        nodes
+            .get(r as usize)
+            .is_some_and(|n| n.status == NodeStatus::Fail)
+    };
+    let directions = measurements
+        .iter()
+        .zip(reasons)
+        .zip(&counted)
+        .map(|((m, reasons), &failed)| {
+            let peer_missing = m.outcome == Outcome::PeerMissing;
+            let blamed_ranks: Vec<Rank> = if failed {
+                [m.from, m.to]
+                    .into_iter()
+                    .filter(|&r| failing_node(r))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let blame = if failed && !blamed_ranks.is_empty() {
+                Blame::Node
+            } else if failed {
+                Blame::Link
+            } else if !reasons.is_empty() {
+                Blame::SlowRound
+            } else {
+                Blame::None
+            };
+            DirectionVerdict {
+                pass: !failed && !peer_missing,
+                peer_missing,
+                reasons,
+                blame,
+                blamed_ranks,
+            }
+        })
+        .collect();
+
+    ClusterVerdict {
+        directions,
+        rounds,
+        nodes,
+        best_bw_gbps: best_bw,
+        min_lat_us: min_lat,
+    }
+}
+
+/// Every rule `m` fails against `th` and the cluster's best and minimum.
+fn rules_failed(
+    m: &Measurement,
+    th: &Thresholds,
+    best_bw: Option<f64>,
+    min_lat: Option<f64>,
+) -> Vec<Reason> {
+    let (bw, lat) = match &m.outcome {
+        Outcome::Measured { bw_gbps, lat_us } => (*bw_gbps, *lat_us),
+        Outcome::Error { error } => {
+            return vec![Reason::Error {
+                error: error.clone(),
+            }];
+        }
+        Outcome::PeerMissing => return Vec::new(),
+    };
+    let mut out = Vec::new();
+    if let Some(min) = th.min_bw_gbps.filter(|&min| bw < min) {
+        out.push(Reason::BelowRate { measured: bw, min });
+    }
+    if let Some(best) = best_bw.filter(|&best| bw < th.relative_bw * best) {
+        out.push(Reason::BelowBest {
+            measured: bw,
+            best,
+            fraction: th.relative_bw,
+        });
+    }
+    if let Some(lat) = lat {
+        if let Some(max) = th.max_lat_us.filter(|&max| lat > max) {
+            out.push(Reason::AboveLatency { measured: lat, max });
+        }
+        if let Some(min) = min_lat.filter(|&min| lat > th.relative_lat * min) {
+            out.push(Reason::AboveMinLatency {
+                measured: lat,
+                min,
+                factor: th.relative_lat,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bw(round: u32, from: Rank, to: Rank, gbps: f64) -> Measurement {
+        Measurement {
+            round,
+            from,
+            to,
+            outcome: Outcome::Measured {
+                bw_gbps: gbps,
+                lat_us: None,
+            },
+        }
+    }
+
+    /// Both directions of every pair of `rounds` at `gbps`, except where
+    /// `slow` says otherwise for a directed pair.
+    fn run(
+        rounds: &[&[(Rank, Rank)]],
+        gbps: f64,
+        slow: &[((Rank, Rank), f64)],
+    ) -> Vec<Measurement> {
+        let mut out = Vec::new();
+        for (r, pairs) in rounds.iter().enumerate() {
+            for &(a, b) in *pairs {
+                for (from, to) in [(a, b), (b, a)] {
+                    let v = slow
+                        .iter()
+                        .find(|(p, _)| *p == (from, to))
+                        .map_or(gbps, |(_, v)| *v);
+                    out.push(bw(r as u32, from, to, v));
+                }
+            }
+        }
+        out
+    }
+
+    /// All pairs of 4 ranks by the circle method: rounds of N/2 pairs.
+    const FOUR: [&[(Rank, Rank)]; 3] = [&[(0, 3), (1, 2)], &[(1, 3), (0, 2)], &[(2, 3), (0, 1)]];
+
+    fn statuses(v: &ClusterVerdict) -> Vec<NodeStatus> {
+        v.nodes.iter().map(|n| n.status).collect()
+    }
+
+    #[test]
+    fn a_clean_run_passes_every_node_and_exits_zero() {
+        let v = judge(4, &[], &run(&FOUR, 100.0, &[]), &Thresholds::default());
+        assert_eq!(statuses(&v), [NodeStatus::Pass; 4]);
+        assert!(
+            v.directions
+                .iter()
+                .all(|d| d.pass && d.blame == Blame::None)
+        );
+        assert_eq!(v.best_bw_gbps, Some(100.0));
+        assert_eq!(v.exit_code(), 0);
+    }
+
+    #[test]
+    fn a_node_slow_both_ways_fails_as_a_node_and_its_pairs_are_blamed_on_it() {
+        // Rank 2 at 50 Gb/s in and out: its 3 pairs fail, the others'
+        // one failing pair each is not most of 3.
+        let slow: Vec<_> = [0, 1, 3]
+            .into_iter()
+            .flat_map(|p| [((2, p), 50.0), ((p, 2), 50.0)])
+            .collect();
+        let v = judge(4, &[], &run(&FOUR, 100.0, &slow), &Thresholds::default());
+        assert_eq!(
+            statuses(&v),
+            [
+                NodeStatus::LinkFailures,
+                NodeStatus::LinkFailures,
+                NodeStatus::Fail,
+                NodeStatus::LinkFailures
+            ]
+        );
+        assert_eq!((v.nodes[2].pairs, v.nodes[2].failed), (3, 3));
+        assert_eq!(v.nodes[2].worst_bw_gbps, Some(50.0));
+        for (m, d) in run(&FOUR, 100.0, &slow).iter().zip(&v.directions) {
+            if m.from == 2 || m.to == 2 {
+                assert_eq!(
+                    (d.pass, d.blame, d.blamed_ranks.as_slice()),
+                    (false, Blame::Node, &[2][..])
+                );
+                assert_eq!(
+                    d.reasons,
+                    [Reason::BelowBest {
+                        measured: 50.0,
+                        best: 100.0,
+                        fraction: 0.93
+                    }]
+                );
+            } else {
+                assert!(d.pass);
+            }
+        }
+        assert_eq!(v.exit_code(), 3);
+    }
+
+    #[test]
+    fn one_bad_link_one_way_fails_only_that_direction_as_a_link() {
+        // 1 → 3 at 80 Gb/s (< 93): the reverse direction passes, no node fails.
+        let m = run(&FOUR, 100.0, &[((1, 3), 80.0)]);
+        let v = judge(4, &[], &m, &Thresholds::default());
+        assert_eq!(
+            statuses(&v),
+            [
+                NodeStatus::Pass,
+                NodeStatus::LinkFailures,
+                NodeStatus::Pass,
+                NodeStatus::LinkFailures
+            ]
+        );
+        let failed: Vec<_> = m
+            .iter()
+            .zip(&v.directions)
+            .filter(|(_, d)| !d.pass)
+            .map(|(m, d)| (m.from, m.to, d.blame))
+            .collect();
+        assert_eq!(failed, [(1, 3, Blame::Link)]);
+    }
+
+    #[test]
+    fn exactly_the_relative_threshold_passes_and_just_below_fails() {
+        let v = judge(
+            2,
+            &[],
+            &[bw(0, 0, 1, 93.0), bw(0, 1, 0, 100.0)],
+            &Thresholds::default(),
+        );
+        assert!(v.directions[0].pass);
+        let v = judge(
+            2,
+            &[],
+            &[bw(0, 0, 1, 92.99), bw(0, 1, 0, 100.0)],
+            &Thresholds::default(),
+        );
+        assert!(!v.directions[0].pass);
+        // Two ranks, one pair: no node can be told from the link.
+        assert_eq!(statuses(&v), [NodeStatus::LinkFailures; 2]);
+        assert_eq!(v.directions[0].blame, Blame::Link);
+    }
+
+    #[test]
+    fn the_absolute_floor_fails_a_cluster_that_is_uniformly_slow() {
+        let th = Thresholds {
+            min_bw_gbps: Some(180.0),
+            ..Thresholds::default()
+        };
+        let v = judge(4, &[], &run(&FOUR, 100.0, &[]), &th);
+        assert_eq!(statuses(&v), [NodeStatus::Fail; 4]);
+        assert_eq!(
+            v.directions[0].reasons,
+            [Reason::BelowRate {
+                measured: 100.0,
+                min: 180.0
+            }]
+        );
+        assert_eq!(
+            v.directions[0].reasons[0].line(),
+            "100.00 Gb/s < 180.00 Gb/s expected"
+        );
+    }
+
+    #[test]
+    fn a_round_where_most_pairs_are_slow_is_a_slow_round_not_bad_links() {
+        // 6 ranks, round 1 congested: all 3 pairs at 60 both ways.
+        let rounds: [&[(Rank, Rank)]; 2] = [&[(0, 5), (1, 4), (2, 3)], &[(1, 5), (0, 2), (3, 4)]];
+        let slow: Vec<_> = rounds[1]
+            .iter()
+            .flat_map(|&(a, b)| [((a, b), 60.0), ((b, a), 60.0)])
+            .collect();
+        let v = judge(6, &[], &run(&rounds, 100.0, &slow), &Thresholds::default());
+        assert_eq!(
+            v.rounds
+                .iter()
+                .map(|r| (r.round, r.slow, r.relative_failures))
+                .collect::<Vec<_>>(),
+            [(0, false, 0), (1, true, 6)]
+        );
+        assert_eq!(statuses(&v), [NodeStatus::Pass; 6]);
+        assert!(
+            v.directions[6..]
+                .iter()
+                .all(|d| d.pass && d.blame == Blame::SlowRound)
+        );
+        // An absolute floor still fails them.
+        let th = Thresholds {
+            min_bw_gbps: Some(80.0),
+            ..Thresholds::default()
+        };
+        let v = judge(6, &[], &run(&rounds, 100.0, &slow), &th);
+        assert!(v.directions[6..].iter().all(|d| !d.pass));
+    }
+
+    #[test]
+    fn a_round_of_two_pairs_is_never_slow() {
+        let slow = [
+            ((0, 3), 50.0),
+            ((3, 0), 50.0),
+            ((1, 2), 50.0),
+            ((2, 1), 50.0),
+        ];
+        let v = judge(4, &[], &run(&FOUR, 100.0, &slow), &Thresholds::default());
+        assert!(v.rounds.iter().all(|r| !r.slow));
+        assert_eq!(v.exit_code(), 3);
+    }
+
+    #[test]
+    fn latency_fails_above_its_ceiling_and_above_twice_the_minimum() {
+        let lat = |from, to, us| Measurement {
+            round: 0,
+            from,
+            to,
+            outcome: Outcome::Measured {
+                bw_gbps: 100.0,
+                lat_us: Some(us),
+            },
+        };
+        let m = [
+            lat(0, 1, 2.0),
+            lat(1, 0, 4.3),
+            lat(2, 3, 4.2),
+            lat(3, 2, 2.5),
+        ];
+        let th = Thresholds {
+            max_lat_us: Some(4.25),
+            ..Thresholds::default()
+        };
+        let v = judge(4, &[], &m, &th);
+        assert_eq!(v.min_lat_us, Some(2.0));
+        assert!(v.directions[0].pass);
+        assert_eq!(
+            v.directions[1].reasons,
+            [
+                Reason::AboveLatency {
+                    measured: 4.3,
+                    max: 4.25
+                },
+                Reason::AboveMinLatency {
+                    measured: 4.3,
+                    min: 2.0,
+                    factor: 2.1
+                }
+            ]
+        );
+        assert!(
+            v.directions[2].pass,
+            "4.2 is exactly 2.1 × 2.0 and under 4.25"
+        );
+        assert_eq!(
+            v.directions[1].reasons[1].line(),
+            "4.30 us > 2.1 × minimum 2.00 us"
+        );
+    }
+
+    #[test]
+    fn a_missing_rank_is_missing_its_peers_are_not_blamed_and_the_exit_code_is_4() {
+        let mut m = run(&FOUR, 100.0, &[]);
+        for x in m.iter_mut().filter(|x| x.from == 3 || x.to == 3) {
+            x.outcome = Outcome::PeerMissing;
+        }
+        let v = judge(4, &[3], &m, &Thresholds::default());
+        assert_eq!(
+            statuses(&v),
+            [
+                NodeStatus::Pass,
+                NodeStatus::Pass,
+                NodeStatus::Pass,
+                NodeStatus::Missing
+            ]
+        );
+        assert_eq!((v.nodes[0].pairs, v.nodes[0].peer_missing), (2, 1));
+        assert!(v.directions.iter().all(|d| d.peer_missing || d.pass));
+        assert!(
+            v.directions
+                .iter()
+                .filter(|d| d.peer_missing)
+                .all(|d| !d.pass)
+        );
+        assert_eq!(v.exit_code(), 4);
+    }
+
+    #[test]
+    fn an_errored_pair_fails_with_its_error() {
+        let mut m = run(&FOUR, 100.0, &[]);
+        m[0].outcome = Outcome::Error {
+            error: "timed out after 10 s".into(),
+        };
+        let v = judge(4, &[], &m, &Thresholds::default());
+        assert_eq!(
+            v.directions[0].reasons,
+            [Reason::Error {
+                error: "timed out after 10 s".into()
+            }]
+        );
+        assert_eq!(v.directions[0].blame, Blame::Link);
+        assert_eq!(v.exit_code(), 3);
+    }
+
+    #[test]
+    fn the_quick_modes_retest_tells_a_bad_node_from_a_bad_link() {
+        // Round 0: bisection of 4, pair (0, 2) slow. Round 1: each
+        // suspect against a good rank.
+        let bisection: &[(Rank, Rank)] = &[(0, 2), (1, 3)];
+        let retest: &[(Rank, Rank)] = &[(0, 1), (2, 3)];
+        // Node 0 bad: slow again against 1.
+        let slow = [
+            ((0, 2), 50.0),
+            ((2, 0), 50.0),
+            ((0, 1), 50.0),
+            ((1, 0), 50.0),
+        ];
+        let v = judge(
+            4,
+            &[],
+            &run(&[bisection, retest], 100.0, &slow),
+            &Thresholds::default(),
+        );
+        assert_eq!(v.nodes[0].status, NodeStatus::Fail);
+        assert_eq!(v.nodes[2].status, NodeStatus::LinkFailures);
+        assert_eq!(v.directions[0].blamed_ranks, [0]);
+        // The link bad: both pass against good partners.
+        let slow = [((0, 2), 50.0), ((2, 0), 50.0)];
+        let v = judge(
+            4,
+            &[],
+            &run(&[bisection, retest], 100.0, &slow),
+            &Thresholds::default(),
+        );
+        assert_eq!(
+            statuses(&v),
+            [
+                NodeStatus::LinkFailures,
+                NodeStatus::Pass,
+                NodeStatus::LinkFailures,
+                NodeStatus::Pass
+            ]
+        );
+        assert_eq!(v.directions[0].blame, Blame::Link);
+    }
+
+    #[test]
+    fn reasons_and_statuses_serialize_with_their_rule_names() {
+        let r = Reason::BelowBest {
+            measured: 50.0,
+            best: 100.0,
+            fraction: 0.93,
+        };
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"rule":"below_best","measured":50.0,"best":100.0,"fraction":0.93}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&NodeStatus::LinkFailures).unwrap(),
+            r#""link_failures""#
+        );
+        assert_eq!(NodeStatus::LinkFailures.word(), "LINK");
+    }
+}
