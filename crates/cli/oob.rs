@@ -656,6 +656,39 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_that_came_in_time_is_taken_when_the_waiter_comes_late() {
+        // The peer answered within the phase; this side's own work (a
+        // data check of 8 MiB in a debug build under emulation, CI of
+        // 40feabc) ran past the phase's end before it looked. The answer
+        // waiting in the socket is the peer's, in time: take it.
+        let timeout = Duration::from_millis(400);
+        let (mut client, mut server) = pair(timeout);
+        let begun = Instant::now();
+        client.send(&Message::Bye).unwrap();
+        thread::sleep(Duration::from_millis(300));
+        let got = server
+            .recv_within(
+                "the client's result",
+                Bound::phase(begun, Duration::from_millis(100)),
+            )
+            .unwrap();
+        assert_eq!(got, Message::Bye);
+        // Nothing waiting past the end: cut off at once.
+        let started = Instant::now();
+        let e = server
+            .recv_within(
+                "the client's result",
+                Bound::phase(begun, Duration::from_millis(100)),
+            )
+            .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("within the measured phase's bound"),
+            "{e:#}"
+        );
+        assert!(started.elapsed() < timeout, "{:?}", started.elapsed());
+    }
+
+    #[test]
     fn a_silent_peer_is_cut_off_at_the_timeout_inside_a_long_phase() {
         let timeout = Duration::from_millis(400);
         let (_client, mut server) = pair(timeout);

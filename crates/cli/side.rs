@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use engine::bench::config::ring_offset;
-use engine::bench::spec::{Access, pattern_byte};
+use engine::bench::spec::{Access, fill_pattern, pattern_byte};
 use engine::proto::wire::{CmTag, QpInfo};
 use verbs::{
     AccessFlags, BoundQueuePair, CmId, CompletionQueue, ConnectOptions, ConnectParams, Endpoint,
@@ -802,9 +802,7 @@ impl Side {
         let mut buf = vec![0u8; area];
         // Every QP's area, made yet or not (rdma_cm makes them later).
         for q in 0..self.layout.qps as usize {
-            for (i, b) in buf.iter_mut().enumerate() {
-                *b = pattern_byte(q, i as u64);
-            }
+            fill_pattern(q, 0, &mut buf);
             self.region.write_bytes(self.exposed_offset(q), &buf)?;
         }
         Ok(())
@@ -850,9 +848,7 @@ impl Side {
         let len = usize::try_from(size).context("message size")?;
         let mut buf = vec![0u8; len];
         for q in 0..self.qps.len() {
-            for (k, b) in buf.iter_mut().enumerate() {
-                *b = pattern_byte(q, k as u64);
-            }
+            fill_pattern(q, 0, &mut buf);
             for i in 0..engine::bench::config::ring_slots(size) {
                 let off = self.working_offset(q) + ring_offset(size, i) as usize;
                 self.region.write_bytes(off, &buf)?;
@@ -899,6 +895,8 @@ impl Side {
         let distinct = engine::bench::config::ring_slots(recv_len).min(u64::from(touched)) as u32;
         let len = usize::try_from(size).context("message size")?;
         let mut buf = vec![0u8; len];
+        let mut want = vec![0u8; len];
+        fill_pattern(q, 0, &mut want);
         let mut checked = 0;
         // The last `distinct` slots consumed, newest first: their offsets
         // are all different (the ring of offsets repeats every
@@ -908,7 +906,7 @@ impl Side {
             let off = ring_offset(recv_len, u64::from(slot));
             self.region
                 .read_into(self.exposed_offset(q) + off as usize, &mut buf)?;
-            if let Some(k) = (0..len).find(|&k| buf[k] != pattern_byte(q, k as u64)) {
+            if let Some(k) = first_difference(&buf, &want) {
                 bail!(
                     "data check failed: QP {q}'s receive in slot {slot} has {:#04x} at byte {k} \
                      of its {size}-byte message, the sender's pattern {:#04x}",
@@ -947,13 +945,15 @@ impl Side {
         ranges: impl Iterator<Item = Range<u64>>,
     ) -> anyhow::Result<u64> {
         let base = self.working_offset(q);
-        let mut buf = Vec::new();
+        let (mut buf, mut want) = (Vec::new(), Vec::new());
         let mut checked = 0;
         for r in ranges {
             let len = usize::try_from(r.end - r.start).context("range")?;
             buf.resize(len, 0);
+            want.resize(len, 0);
             self.region.read_into(base + r.start as usize, &mut buf)?;
-            if let Some(i) = (0..len).find(|&i| buf[i] != pattern_byte(q, r.start + i as u64)) {
+            fill_pattern(q, r.start, &mut want);
+            if let Some(i) = first_difference(&buf, &want) {
                 let off = r.start + i as u64;
                 bail!(
                     "data check failed: QP {q} byte {off} is {:#04x}, the peer's pattern has {:#04x} \
@@ -966,4 +966,13 @@ impl Side {
         }
         Ok(checked)
     }
+}
+
+/// The index of the first byte where `got` and `want` differ: one slice
+/// comparison (memcmp) in the common case that they agree.
+fn first_difference(got: &[u8], want: &[u8]) -> Option<usize> {
+    if got == want {
+        return None;
+    }
+    got.iter().zip(want).position(|(g, w)| g != w)
 }

@@ -30,7 +30,8 @@ pub enum Woke {
 }
 
 /// Sleeps until one of `fds` is readable, a stop is requested, or
-/// `deadline` (`None`: no deadline) has passed. The lowest ready index is
+/// `deadline` (`None`: no deadline) has passed; past the deadline, a
+/// descriptor already readable is still reported. The lowest ready index is
 /// reported; a stop wins over readiness.
 ///
 /// # Errors
@@ -46,17 +47,16 @@ pub fn until_readable(fds: &[BorrowedFd<'_>], deadline: Option<Instant>) -> io::
         if let Some(sig) = stop::requested() {
             return Ok(Woke::Stop(sig));
         }
-        let timeout = match deadline {
+        // Past the deadline, one look without waiting: what arrived in
+        // time is taken, even when this side comes late to read it.
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let timeout = match left {
             None => PollTimeout::NONE,
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Ok(Woke::Deadline);
-                }
-                poll_timeout(left)
-            }
+            Some(left) if left.is_zero() => PollTimeout::ZERO,
+            Some(left) => poll_timeout(left),
         };
         match poll(&mut set, timeout) {
+            Ok(0) if left.is_some_and(|l| l.is_zero()) => return Ok(Woke::Deadline),
             Ok(0) => continue, // the deadline is re-checked above
             Ok(_) => {
                 if let Some(sig) = stop::requested() {

@@ -1223,13 +1223,18 @@ impl Measure for BwMeasure {
         }?;
         if self.spec.verb == Verb::Read {
             let per_qp = measured.messages / u64::from(cfg.qps).max(1);
-            self.check = Some(self.check_reads(side, size, per_qp)?);
+            // The passive peer hears heartbeats through the check too.
+            let check = ch.with_heartbeat(|_| self.check_reads(side, size, per_qp))??;
+            self.check = Some(check);
         }
         if plan.recv.is_some_and(|r| r.sends) {
-            let mut bytes_checked = 0;
-            for (q, &(slot, count)) in received.iter().enumerate() {
-                bytes_checked += side.check_received(q, size, slot, count)?;
-            }
+            let bytes_checked = ch.with_heartbeat(|_| -> anyhow::Result<u64> {
+                let mut bytes_checked = 0;
+                for (q, &(slot, count)) in received.iter().enumerate() {
+                    bytes_checked += side.check_received(q, size, slot, count)?;
+                }
+                Ok(bytes_checked)
+            })??;
             self.check = Some(DataCheck { bytes_checked });
         }
         let mut result = BwResult::from_measurement(&measured);

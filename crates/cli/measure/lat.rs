@@ -890,6 +890,7 @@ impl Measure for LatMeasure {
             }
             .run(clock)
         };
+        let mut read_checked = None;
         let (count, rate, received) = match op {
             // The ping-pong keeps the peer busy: no heartbeat thread
             // beside the measured loop.
@@ -902,19 +903,24 @@ impl Measure for LatMeasure {
                     r => r?,
                 }
             }
-            // The reader's peer is passive, waiting on the control channel.
-            LatOp::Read => ch.with_heartbeat(|w| run(None, rec, w))??,
+            // The reader's peer is passive, waiting on the control channel:
+            // it hears heartbeats through the reads and the data check
+            // (8 MiB of it took seconds in a debug build under emulation).
+            LatOp::Read => ch.with_heartbeat(|w| -> anyhow::Result<_> {
+                let got = run(None, rec, w)?;
+                read_checked = Some(side.check_pattern(0, std::iter::once(0..size))?);
+                Ok(got)
+            })??,
         };
         self.rate = rate;
         self.system_cpu = cpu_before
             .zip(super::read_proc_stat())
             .map(|(b, a)| engine::results::bw::system_cpu_util(b, a));
-        if op == LatOp::Read {
-            let bytes_checked = side.check_pattern(0, std::iter::once(0..size))?;
+        if let Some(bytes_checked) = read_checked {
             self.check = Some(DataCheck { bytes_checked });
         }
         if let Some((slot, n)) = received {
-            let bytes_checked = side.check_received(0, size, slot, n)?;
+            let bytes_checked = ch.with_heartbeat(|_| side.check_received(0, size, slot, n))??;
             self.check = Some(DataCheck { bytes_checked });
         }
         Ok(Some(LatOutcome { round_trips: count }))
