@@ -648,12 +648,13 @@ fn a_persistent_rdma_cm_server_outlives_a_client_dying_mid_connect_and_a_perftes
     }
     // Back-to-back sessions after both: every one runs.
     let started = std::time::Instant::now();
-    // 100 in CI (~40 s under TCG); RDMAPERF_TEST_CM_SESSIONS=1000 for the
-    // issue's thousand (~6.5 min).
+    // 40 in CI (a leak of one descriptor, QP or cm_id a session shows as
+    // 40; 100 took 80 s of the suite's budget under TCG);
+    // RDMAPERF_TEST_CM_SESSIONS=1000 for the thousand.
     let sessions: u32 = std::env::var("RDMAPERF_TEST_CM_SESSIONS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
+        .unwrap_or(40);
     for i in 0..sessions {
         let out = client(&["-n", "5", "-s", "64"], &[]).wait_bounded(LIMIT, "client");
         assert_eq!(

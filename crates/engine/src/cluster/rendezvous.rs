@@ -83,8 +83,11 @@ pub enum JoinError {
         /// Where it came from now.
         host: String,
     },
-    /// The host name is empty or longer than [`MAX_HOST_LEN`].
-    #[error("rank {rank} sent a host name of {len} bytes (1 to {MAX_HOST_LEN})")]
+    /// The host name is empty, longer than [`MAX_HOST_LEN`], or holds a
+    /// control character (it is printed in reports and on terminals).
+    #[error(
+        "rank {rank} sent a host name of {len} bytes (1 to {MAX_HOST_LEN}, no control characters)"
+    )]
     BadHost {
         /// Its rank.
         rank: Rank,
@@ -139,7 +142,10 @@ impl Gathering {
     pub fn join(&mut self, id: Identity) -> Result<(), JoinError> {
         let Identity { rank, .. } = id;
         let host = id.host.clone();
-        if id.host.is_empty() || id.host.len() > MAX_HOST_LEN {
+        if id.host.is_empty()
+            || id.host.len() > MAX_HOST_LEN
+            || id.host.chars().any(char::is_control)
+        {
             return Err(JoinError::BadHost {
                 rank,
                 len: id.host.len(),
@@ -467,6 +473,10 @@ mod tests {
         assert!(matches!(
             g.join(id(2, &"x".repeat(256))),
             Err(JoinError::BadHost { len: 256, .. })
+        ));
+        assert!(matches!(
+            g.join(id(2, "c\x1b[2J")),
+            Err(JoinError::BadHost { len: 5, .. })
         ));
         assert_eq!(g.missing(), [0, 2]);
     }
