@@ -1,7 +1,7 @@
 //! The pure core of rdmaperf: everything that needs no device and no FFI,
 //! so all of it is unit-tested without RDMA hardware. Grouped by domain;
 //! the layers only point one way: [`bench`](mod@bench) ← [`results`] ← [`format`](mod@format),
-//! with [`proto`], [`fabric`] and [`nccl`] on top.
+//! with [`proto`], [`fabric`], [`nccl`] and [`cluster`] on top.
 //!
 //! - [`bench`](mod@bench): what a test is and how it runs: [`bench::spec`] (verb,
 //!   metric, defaults), [`bench::config`] (the configurations and their
@@ -25,7 +25,8 @@
 //!   [`nccl::log`] (NCCL log reader).
 //! - [`cluster`]: cluster mode: [`cluster::launch`] (rank, size and
 //!   coordinator from the launcher), [`cluster::hostlist`] (Slurm
-//!   hostlists), [`cluster::schedule`] (rounds of pairs) and
+//!   hostlists), [`cluster::schedule`] (rounds of pairs),
+//!   [`cluster::rendezvous`] (the coordinator's state machines) and
 //!   [`cluster::verdict`] (pair, round and node verdicts).
 
 #![forbid(unsafe_code)]
