@@ -263,8 +263,97 @@ fn post_and_poll(c: &mut Criterion) {
     group.finish();
 }
 
+/// The coordinator's logic at 1,024 ranks (no sockets): one round of all
+/// pairs (512 pairs: the tracker started, 1,024 reports, a poll after
+/// each, finished), and the verdicts over the whole run's 1,047,552
+/// directions. Issue 22's target: under 50 ms a round.
+fn cluster_coordinator(c: &mut Criterion) {
+    use engine::cluster::rendezvous::{RoundReport, RoundState, RoundTracker};
+    use engine::cluster::schedule::all_pairs;
+    use engine::cluster::verdict::{self, Measurement as Direction, Outcome, Thresholds};
+    const N: u32 = 1_024;
+    let schedule = all_pairs(N).unwrap();
+    let alive = vec![true; N as usize];
+    let reports = |i: u32| -> Vec<RoundReport> {
+        let round = &schedule.rounds[i as usize];
+        round
+            .pairs
+            .iter()
+            .flat_map(|p| {
+                let both =
+                    [(p.client, p.server), (p.server, p.client)].map(|(from, to)| Direction {
+                        round: i,
+                        from,
+                        to,
+                        outcome: Outcome::Measured {
+                            bw_gbps: 390.0 + f64::from((from * 7 + to) % 10),
+                            lat_us: None,
+                        },
+                    });
+                [
+                    RoundReport {
+                        rank: p.client,
+                        measurements: both.to_vec(),
+                    },
+                    RoundReport {
+                        rank: p.server,
+                        measurements: Vec::new(),
+                    },
+                ]
+            })
+            .collect()
+    };
+    let mut group = c.benchmark_group("cluster_1024");
+    group.sample_size(20);
+    let round = reports(7);
+    group.bench_function("coordinator_round", |b| {
+        b.iter_batched(
+            || round.clone(),
+            |reports| {
+                let now = Instant::now();
+                let mut t = RoundTracker::start(
+                    7,
+                    &schedule.rounds[7],
+                    &alive,
+                    now,
+                    Duration::from_secs(30),
+                );
+                for r in reports {
+                    t.report(r);
+                    black_box(t.poll(now));
+                }
+                assert_eq!(t.poll(now), RoundState::Done);
+                black_box(t.finish())
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    let all: Vec<Direction> = (0..schedule.rounds.len() as u32)
+        .flat_map(|i| {
+            let mut t = RoundTracker::start(
+                i,
+                &schedule.rounds[i as usize],
+                &alive,
+                Instant::now(),
+                Duration::from_secs(30),
+            );
+            for r in reports(i) {
+                t.report(r);
+            }
+            t.finish().0
+        })
+        .collect();
+    assert_eq!(all.len(), 1_047_552);
+    group.sample_size(10);
+    group.bench_function("judge_all_pairs", |b| {
+        b.iter(|| black_box(verdict::judge(N, &[], &all, &Thresholds::default())))
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    cluster_coordinator,
     stats_path,
     clock_reads,
     codec,

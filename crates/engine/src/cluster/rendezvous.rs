@@ -254,7 +254,12 @@ pub struct RoundTracker {
     deadline: Instant,
     /// Ranks alive at the start of the round.
     alive: Vec<bool>,
+    /// Each rank's partner this round, if it has one (O(1) per report:
+    /// 1,024 ranks report in each round).
+    partners: Vec<Option<Rank>>,
     reports: Vec<Option<RoundReport>>,
+    /// Live ranks of the round's pairs that have not reported.
+    owed: usize,
 }
 
 impl RoundTracker {
@@ -268,12 +273,24 @@ impl RoundTracker {
         now: Instant,
         budget: Duration,
     ) -> Self {
+        let mut partners = vec![None; alive.len()];
+        let mut owed = 0;
+        for p in &round.pairs {
+            for (r, other) in [(p.server, p.client), (p.client, p.server)] {
+                if let Some(slot) = partners.get_mut(r as usize) {
+                    *slot = Some(other);
+                    owed += usize::from(alive[r as usize]);
+                }
+            }
+        }
         Self {
             index,
             round: round.clone(),
             deadline: now + budget,
             alive: alive.to_vec(),
+            partners,
             reports: vec![None; alive.len()],
+            owed,
         }
     }
 
@@ -306,31 +323,33 @@ impl RoundTracker {
             m.round == self.index
                 && ((m.from == rank && m.to == partner) || (m.from == partner && m.to == rank))
         });
-        if let Some(slot) = self.reports.get_mut(rank as usize)
+        if self.is_alive(rank)
+            && let Some(slot) = self.reports.get_mut(rank as usize)
             && slot.is_none()
         {
             *slot = Some(report);
+            self.owed -= 1;
         }
     }
 
     /// A rank died (its connection closed) during the round.
     pub fn lost(&mut self, rank: Rank) {
+        let owed_by_it = self.is_alive(rank)
+            && self.partner(rank).is_some()
+            && self.reports[rank as usize].is_none();
         if let Some(a) = self.alive.get_mut(rank as usize) {
             *a = false;
         }
+        self.owed -= usize::from(owed_by_it);
     }
 
     fn partner(&self, rank: Rank) -> Option<Rank> {
-        self.round.pairs.iter().find_map(|p| {
-            (p.server == rank)
-                .then_some(p.client)
-                .or((p.client == rank).then_some(p.server))
-        })
+        self.partners.get(rank as usize).copied().flatten()
     }
 
     /// Where the round stands at `now`.
     pub fn poll(&self, now: Instant) -> RoundState {
-        if self.owed().is_empty() || now >= self.deadline {
+        if self.owed == 0 || now >= self.deadline {
             RoundState::Done
         } else {
             RoundState::Waiting(self.deadline)
@@ -633,5 +652,97 @@ mod tests {
         assert_eq!(m[0], measured(1, 3, 0, 90.0));
         assert!(matches!(m[1].outcome, Outcome::Error { .. }));
         assert!(matches!(m[2].outcome, Outcome::Error { .. }));
+    }
+
+    /// Drives every round of all pairs of `size` ranks through a tracker,
+    /// each client reporting both directions at `bw(from, to)` Gb/s;
+    /// `dies` (rank, round): that rank is lost at the start of that round.
+    fn simulate(
+        size: u32,
+        bw: &dyn Fn(Rank, Rank) -> f64,
+        dies: Option<(Rank, u32)>,
+    ) -> (Vec<Measurement>, Vec<Rank>) {
+        let schedule = crate::cluster::schedule::all_pairs(size).unwrap();
+        let mut alive = vec![true; size as usize];
+        let now = Instant::now();
+        let mut all = Vec::new();
+        for (i, round) in schedule.rounds.iter().enumerate() {
+            let i = i as u32;
+            let mut t = RoundTracker::start(i, round, &alive, now, Duration::from_secs(10));
+            if let Some((rank, at)) = dies
+                && at == i
+            {
+                t.lost(rank);
+                alive[rank as usize] = false;
+            }
+            for p in &round.pairs {
+                for r in [p.server, p.client] {
+                    let measurements = if r == p.client {
+                        [(p.client, p.server), (p.server, p.client)]
+                            .map(|(from, to)| Measurement {
+                                round: i,
+                                from,
+                                to,
+                                outcome: Outcome::Measured {
+                                    bw_gbps: bw(from, to),
+                                    lat_us: None,
+                                },
+                            })
+                            .to_vec()
+                    } else {
+                        Vec::new()
+                    };
+                    t.report(RoundReport {
+                        rank: r,
+                        measurements,
+                    });
+                }
+            }
+            assert_eq!(t.poll(now), RoundState::Done, "round {i}");
+            let (m, silent) = t.finish();
+            assert!(silent.is_empty(), "{silent:?}");
+            all.extend(m);
+        }
+        let missing = (0..size).filter(|&r| !alive[r as usize]).collect();
+        (all, missing)
+    }
+
+    #[test]
+    fn a_simulated_run_measures_every_direction_of_every_pair_once() {
+        for size in [2, 3, 17, 64] {
+            let (all, missing) = simulate(size, &|_, _| 100.0, None);
+            let mut seen: Vec<(Rank, Rank)> = all.iter().map(|m| (m.from, m.to)).collect();
+            seen.sort_unstable();
+            let want: Vec<(Rank, Rank)> = (0..size)
+                .flat_map(|a| (0..size).filter(move |&b| b != a).map(move |b| (a, b)))
+                .collect();
+            assert_eq!(seen, want, "N = {size}");
+            let v = crate::cluster::verdict::judge(size, &missing, &all, &Default::default());
+            assert_eq!(v.exit_code(), 0, "N = {size}");
+        }
+    }
+
+    #[test]
+    fn a_rank_that_dies_mid_run_is_missing_and_its_later_pairs_peer_missing() {
+        // Rank 5 of 16 dies at round 7; rank 9's one-way fault at 50 Gb/s.
+        let bw = |from: Rank, _to: Rank| if from == 9 { 50.0 } else { 100.0 };
+        let (all, missing) = simulate(16, &bw, Some((5, 7)));
+        assert_eq!(missing, [5]);
+        let of5: Vec<&Measurement> = all.iter().filter(|m| m.from == 5 || m.to == 5).collect();
+        assert_eq!(of5.len(), 30);
+        assert!(
+            of5.iter()
+                .all(|m| (m.round >= 7) == (m.outcome == Outcome::PeerMissing))
+        );
+        let v = crate::cluster::verdict::judge(16, &missing, &all, &Default::default());
+        assert_eq!(v.exit_code(), 4);
+        let status = |r: usize| v.nodes[r].status;
+        assert_eq!(status(5), crate::cluster::verdict::NodeStatus::Missing);
+        assert_eq!(status(9), crate::cluster::verdict::NodeStatus::Fail);
+        assert!(
+            (0..16)
+                .filter(|&r| r != 5 && r != 9)
+                .all(|r| status(r) == crate::cluster::verdict::NodeStatus::Pass)
+        );
     }
 }

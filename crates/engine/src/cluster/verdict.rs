@@ -14,7 +14,9 @@
 //!   relative rule; its relative failures are reported as the round's,
 //!   not the links' (absolute failures still count).
 //! - **Node**: a rank fails when more than half of the pairs it measured
-//!   (at least two) failed; otherwise its failed pairs are link findings.
+//!   (at least two) failed; otherwise its failed pairs are link findings,
+//!   except those with a failing rank (that rank's finding: a bad node
+//!   does not put a link finding on every rank that met it).
 //!   A pair whose peer never arrived or died is "peer missing": neither a
 //!   pass nor a failure of the rank that was there.
 
@@ -389,18 +391,43 @@ pub fn judge(
             }
         }
     }
+    // Per rank: pairs measured, and the partners of its failed pairs.
+    let mut tally: Vec<(usize, Vec<Rank>)> = vec![(0, Vec::new()); size as usize];
+    for (&(_, a, b), &failed) in &pair_failed {
+        for (r, other) in [(a, b), (b, a)] {
+            if let Some(t) = tally.get_mut(r as usize) {
+                t.0 += 1;
+                if failed {
+                    t.1.push(other);
+                }
+            }
+        }
+    }
+    let bad_node: Vec<bool> = tally
+        .iter()
+        .enumerate()
+        .map(|(r, (pairs, failed))| {
+            !missing.contains(&(r as Rank)) && *pairs >= 2 && failed.len() * 2 > *pairs
+        })
+        .collect();
     let nodes: Vec<NodeVerdict> = (0..size)
         .map(|rank| {
             let mine = |&(_, a, b): &(u32, Rank, Rank)| a == rank || b == rank;
-            let pairs = pair_failed.keys().filter(|k| mine(k)).count();
-            let failed = pair_failed.iter().filter(|(k, f)| mine(k) && **f).count();
+            let (pairs, failed_with) = &tally[rank as usize];
+            let (pairs, failed) = (*pairs, failed_with.len());
             let peer_missing = pair_missing.keys().filter(|k| mine(k)).count();
+            // A failure with a failing node is that node's finding, not a
+            // link finding of every rank that met it.
+            let unexplained = failed_with
+                .iter()
+                .filter(|&&o| !bad_node.get(o as usize).copied().unwrap_or(false))
+                .count();
             let status = if missing.contains(&rank) {
                 NodeStatus::Missing
-            } else if failed == 0 {
-                NodeStatus::Pass
-            } else if pairs >= 2 && failed * 2 > pairs {
+            } else if bad_node[rank as usize] {
                 NodeStatus::Fail
+            } else if unexplained == 0 {
+                NodeStatus::Pass
             } else {
                 NodeStatus::LinkFailures
             };
@@ -565,7 +592,8 @@ mod tests {
     #[test]
     fn a_node_slow_both_ways_fails_as_a_node_and_its_pairs_are_blamed_on_it() {
         // Rank 2 at 50 Gb/s in and out: its 3 pairs fail, the others'
-        // one failing pair each is not most of 3.
+        // one failing pair each is not most of 3, and is rank 2's finding,
+        // not theirs: they pass.
         let slow: Vec<_> = [0, 1, 3]
             .into_iter()
             .flat_map(|p| [((2, p), 50.0), ((p, 2), 50.0)])
@@ -574,10 +602,10 @@ mod tests {
         assert_eq!(
             statuses(&v),
             [
-                NodeStatus::LinkFailures,
-                NodeStatus::LinkFailures,
+                NodeStatus::Pass,
+                NodeStatus::Pass,
                 NodeStatus::Fail,
-                NodeStatus::LinkFailures
+                NodeStatus::Pass
             ]
         );
         assert_eq!((v.nodes[2].pairs, v.nodes[2].failed), (3, 3));
@@ -824,7 +852,9 @@ mod tests {
             &Thresholds::default(),
         );
         assert_eq!(v.nodes[0].status, NodeStatus::Fail);
-        assert_eq!(v.nodes[2].status, NodeStatus::LinkFailures);
+        // Its slow pair with rank 0 is rank 0's finding.
+        assert_eq!(v.nodes[2].status, NodeStatus::Pass);
+        assert_eq!(v.nodes[2].failed, 1);
         assert_eq!(v.directions[0].blamed_ranks, [0]);
         // The link bad: both pass against good partners.
         let slow = [((0, 2), 50.0), ((2, 0), 50.0)];
