@@ -1,7 +1,8 @@
 //! The pure core of rdmaperf: everything that needs no device and no FFI,
 //! so all of it is unit-tested without RDMA hardware. Grouped by domain;
 //! the layers only point one way: [`bench`](mod@bench) ← [`results`] ← [`format`](mod@format),
-//! with [`proto`], [`fabric`], [`nccl`] and [`cluster`] on top.
+//! with [`fabric`], [`nccl`] and [`cluster`] on top, and [`proto`] above
+//! [`cluster`] (its wire carries cluster mode's messages).
 //!
 //! - [`bench`](mod@bench): what a test is and how it runs: [`bench::spec`] (verb,
 //!   metric, defaults), [`bench::config`] (the configurations and their
@@ -16,8 +17,8 @@
 //!   [`format::json_lines`], [`format::perftest_json`], the
 //!   [`format::banner`], and [`format::printf`] (C's printf, for tests).
 //! - [`proto`]: the control protocol: [`proto::wire`] (the framed
-//!   message codec) and [`proto::session`] (the session's two state
-//!   machines).
+//!   message codec, cluster mode's messages included) and
+//!   [`proto::session`] (the session's two state machines).
 //! - [`fabric`]: port health: [`fabric::ports`], [`fabric::link`],
 //!   [`fabric::gid`], [`fabric::listing`] and the Prometheus
 //!   [`fabric::prom`] metrics.

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::schedule::{Rank, Round};
@@ -19,7 +19,8 @@ use super::verdict::{Measurement, Outcome};
 pub const MAX_HOST_LEN: usize = 255;
 
 /// What a rank tells the coordinator when it arrives.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Identity {
     /// Its rank.
     pub rank: Rank,

@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::schedule::Rank;
 use crate::results::verdict::EXIT_VERDICT_FAIL;
@@ -65,8 +65,8 @@ impl Default for Thresholds {
 }
 
 /// What happened to one direction of one pair's test.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Outcome {
     /// It ran: its figures.
     Measured {
@@ -85,7 +85,8 @@ pub enum Outcome {
 }
 
 /// One direction of one pair's test: data flowing `from` → `to`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Measurement {
     /// The round it ran in (0-based).
     pub round: u32,

@@ -10,7 +10,7 @@
 //! | 4..6 | protocol version | u16 big-endian ([`PROTOCOL_VERSION`]) |
 //! | 6 | message kind | u8, see [`Message::kind`] |
 //! | 7 | flags | u8, must be 0 |
-//! | 8..12 | payload length | u32 big-endian, at most [`MAX_PAYLOAD`] |
+//! | 8..12 | payload length | u32 big-endian, at most [`MAX_PAYLOAD`] ([`MAX_TABLE_PAYLOAD`] for a cluster table) |
 //!
 //! The payload is the message body as UTF-8 JSON: an object holding the
 //! variant's fields (`{}` for [`Message::Heartbeat`] and [`Message::Bye`]).
@@ -29,6 +29,9 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::cluster::rendezvous::Identity;
+use crate::cluster::schedule::{MAX_RANKS, Rank};
+use crate::cluster::verdict::Measurement;
 use crate::results::record::SideRecord;
 
 /// The first four bytes of every frame.
@@ -38,6 +41,9 @@ pub const MAGIC: [u8; 4] = *b"RDPF";
 /// (one per device), where version 1 carried one `side`. Version 3:
 /// `Hello` says how the queue pairs connect ([`QpConnection`]), `Accept`
 /// carries the server's rdma_cm port when they connect through rdma_cm.
+/// Kinds 10–14 (cluster mode: join, table, round, report, end) came
+/// without a new version: they change no existing message, and a peer
+/// that does not know them refuses them as unknown kinds.
 pub const PROTOCOL_VERSION: u16 = 3;
 /// Largest accepted payload, in bytes.
 /// 4 MiB: a `Hello` or `Accept` with `MAX_QPS` queue pairs at their widest
@@ -69,6 +75,28 @@ const KIND_DONE: u8 = 6;
 const KIND_ERROR: u8 = 7;
 const KIND_BYE: u8 = 8;
 const KIND_BUSY: u8 = 9;
+const KIND_CLUSTER_JOIN: u8 = 10;
+const KIND_CLUSTER_TABLE: u8 = 11;
+const KIND_CLUSTER_ROUND: u8 = 12;
+const KIND_CLUSTER_REPORT: u8 = 13;
+const KIND_CLUSTER_END: u8 = 14;
+
+/// Largest accepted payload of a cluster table, in bytes: the one frame
+/// that grows with the job. 32 MiB: [`MAX_RANKS`] members at their widest
+/// (a 255-byte host name, about 330 bytes of JSON each) are 21.6 MB.
+pub const MAX_TABLE_PAYLOAD: u32 = 32 << 20;
+/// Most measurements in one cluster report: a pair's two directions on
+/// up to 64 rails, with room to spare.
+pub const MAX_REPORT_MEASUREMENTS: usize = 256;
+
+/// Largest accepted payload of a frame of `kind`.
+fn max_payload(kind: u8) -> u32 {
+    if kind == KIND_CLUSTER_TABLE {
+        MAX_TABLE_PAYLOAD
+    } else {
+        MAX_PAYLOAD
+    }
+}
 
 /// What one side tells the other about one of its queue pairs and the
 /// memory region the peer may write into.
@@ -254,6 +282,47 @@ pub enum Message {
         /// What the server is busy with, for the user.
         reason: String,
     },
+    /// Kind 10, a rank to the coordinator (cluster mode): who it is.
+    ClusterJoin {
+        /// Its identity.
+        identity: Identity,
+    },
+    /// Kind 11, the coordinator to every rank: who is in the run, who is
+    /// missing, and rank 0's test configuration (opaque JSON, as in
+    /// `Hello`). At most [`MAX_RANKS`] members and missing ranks.
+    ClusterTable {
+        /// The ranks present, in rank order.
+        members: Vec<Identity>,
+        /// The ranks that never came.
+        missing: Vec<Rank>,
+        /// The test each pair runs.
+        config: Value,
+    },
+    /// Kind 12, the coordinator to one rank: round `round` starts; its
+    /// partner in it (none: it sits the round out), and whether it serves.
+    ClusterRound {
+        /// The round, from 0.
+        round: u32,
+        /// Its partner this round.
+        partner: Option<Rank>,
+        /// Whether it listens (the partner connects).
+        serve: bool,
+    },
+    /// Kind 13, a rank to the coordinator: what it measured in a round.
+    /// At most [`MAX_REPORT_MEASUREMENTS`] measurements.
+    ClusterReport {
+        /// The round.
+        round: u32,
+        /// Its measurements (as the pair's client), or none.
+        measurements: Vec<Measurement>,
+    },
+    /// Kind 14, the coordinator to every rank: the run is over.
+    ClusterEnd {
+        /// The run's exit code.
+        exit_code: u8,
+        /// The rank's own verdict line, for its stdout.
+        line: String,
+    },
 }
 
 /// A field that is present, even as `null`, is `Some`.
@@ -274,6 +343,11 @@ impl Message {
             Self::Error { .. } => KIND_ERROR,
             Self::Bye => KIND_BYE,
             Self::Busy { .. } => KIND_BUSY,
+            Self::ClusterJoin { .. } => KIND_CLUSTER_JOIN,
+            Self::ClusterTable { .. } => KIND_CLUSTER_TABLE,
+            Self::ClusterRound { .. } => KIND_CLUSTER_ROUND,
+            Self::ClusterReport { .. } => KIND_CLUSTER_REPORT,
+            Self::ClusterEnd { .. } => KIND_CLUSTER_END,
         }
     }
 
@@ -319,6 +393,11 @@ pub fn kind_name(kind: u8) -> Option<&'static str> {
         KIND_ERROR => "error",
         KIND_BYE => "bye",
         KIND_BUSY => "busy",
+        KIND_CLUSTER_JOIN => "cluster_join",
+        KIND_CLUSTER_TABLE => "cluster_table",
+        KIND_CLUSTER_ROUND => "cluster_round",
+        KIND_CLUSTER_REPORT => "cluster_report",
+        KIND_CLUSTER_END => "cluster_end",
         _ => return None,
     })
 }
@@ -479,10 +558,10 @@ fn parse_header(h: &[u8; HEADER_LEN]) -> Result<(u8, u32), WireError> {
         return Err(WireError::BadFlags(flags));
     }
     let len = u32::from_be_bytes([h[8], h[9], h[10], h[11]]);
-    if len > MAX_PAYLOAD {
+    if len > max_payload(kind) {
         return Err(WireError::TooLarge {
             len,
-            max: MAX_PAYLOAD,
+            max: max_payload(kind),
         });
     }
     if kind_name(kind).is_none() {
@@ -493,6 +572,24 @@ fn parse_header(h: &[u8; HEADER_LEN]) -> Result<(u8, u32), WireError> {
 
 /// Checks every bounded list of a message.
 fn check_limits(msg: &Message) -> Result<(), WireError> {
+    let max_ranks = MAX_RANKS as usize;
+    let lists: &[(&'static str, usize, usize)] = match msg {
+        Message::ClusterTable {
+            members, missing, ..
+        } => &[
+            ("cluster members", members.len(), max_ranks),
+            ("missing ranks", missing.len(), max_ranks),
+        ],
+        Message::ClusterReport { measurements, .. } => {
+            &[("measurements", measurements.len(), MAX_REPORT_MEASUREMENTS)]
+        }
+        _ => &[],
+    };
+    for &(what, count, max) in lists {
+        if count > max {
+            return Err(WireError::TooMany { what, count, max });
+        }
+    }
     let (Message::Hello { sides, qps, .. } | Message::Accept { sides, qps, .. }) = msg else {
         return Ok(());
     };
@@ -603,12 +700,13 @@ fn encode_payload(msg: &Message) -> Result<Vec<u8>, WireError> {
 pub fn encode(msg: &Message) -> Result<Vec<u8>, WireError> {
     check_limits(msg)?;
     let payload = encode_payload(msg)?;
+    let max = max_payload(msg.kind());
     let len = match u32::try_from(payload.len()) {
-        Ok(len) if len <= MAX_PAYLOAD => len,
+        Ok(len) if len <= max => len,
         _ => {
             return Err(WireError::TooLarge {
                 len: u32::try_from(payload.len()).unwrap_or(u32::MAX),
-                max: MAX_PAYLOAD,
+                max,
             });
         }
     };
@@ -675,7 +773,7 @@ pub fn read_message<R: Read>(r: &mut R) -> Result<Message, WireError> {
         return Err(WireError::Truncated);
     }
     let (kind, len) = parse_header(&header)?;
-    let len = len as usize; // ≤ MAX_PAYLOAD
+    let len = len as usize; // ≤ max_payload(kind)
     let mut payload = Vec::with_capacity(len.min(64 * 1024));
     r.take(len as u64).read_to_end(&mut payload)?;
     if payload.len() < len {
@@ -788,6 +886,7 @@ impl From<&SideInfo> for SideRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::verdict::Outcome;
     use std::io::Cursor;
 
     fn gid(last: u8) -> [u8; 16] {
@@ -881,7 +980,61 @@ mod tests {
             Message::Busy {
                 reason: "running write_bw for 169.254.0.2:40000".into(),
             },
+            Message::ClusterJoin {
+                identity: identity(1),
+            },
+            Message::ClusterTable {
+                members: vec![identity(0), identity(1)],
+                missing: vec![2],
+                config: serde_json::json!({"size": 1048576}),
+            },
+            Message::ClusterRound {
+                round: 4,
+                partner: Some(1),
+                serve: true,
+            },
+            Message::ClusterRound {
+                round: 5,
+                partner: None,
+                serve: false,
+            },
+            Message::ClusterReport {
+                round: 4,
+                measurements: vec![
+                    Measurement {
+                        round: 4,
+                        from: 1,
+                        to: 0,
+                        outcome: Outcome::Measured {
+                            bw_gbps: 391.5,
+                            lat_us: Some(2.25),
+                        },
+                    },
+                    Measurement {
+                        round: 4,
+                        from: 0,
+                        to: 1,
+                        outcome: Outcome::Error {
+                            error: "timed out after 10 s".into(),
+                        },
+                    },
+                ],
+            },
+            Message::ClusterEnd {
+                exit_code: 3,
+                line: "rank 1 on node-b: FAIL".into(),
+            },
         ]
+    }
+
+    fn identity(rank: Rank) -> Identity {
+        Identity {
+            rank,
+            size: 3,
+            version: "0.1.0".into(),
+            host: format!("node-{rank}"),
+            pair_port: 40_000 + rank as u16,
+        }
     }
 
     /// A frame with the given header fields around `payload`.
@@ -995,10 +1148,16 @@ mod tests {
                 (7, "error"),
                 (8, "bye"),
                 (9, "busy"),
+                (10, "cluster_join"),
+                (11, "cluster_table"),
+                (12, "cluster_round"),
+                (12, "cluster_round"),
+                (13, "cluster_report"),
+                (14, "cluster_end"),
             ]
         );
         assert_eq!(kind_name(0), None);
-        assert_eq!(kind_name(10), None);
+        assert_eq!(kind_name(15), None);
     }
 
     #[test]
@@ -1218,7 +1377,7 @@ mod tests {
 
     #[test]
     fn unknown_kinds_are_rejected() {
-        for kind in [0u8, 10, 255] {
+        for kind in [0u8, 15, 255] {
             let f = frame(PROTOCOL_VERSION, kind, 0, b"{}");
             let e = decode(&f).unwrap_err();
             assert!(matches!(e, WireError::UnknownKind(k) if k == kind));
@@ -1519,6 +1678,96 @@ mod tests {
         // Non-ASCII of the right byte length is rejected, not sliced.
         let odd = json.replace("00112233445566778899aabbccddeeff", "ééééééééééééééé00");
         assert!(serde_json::from_str::<QpInfo>(&odd).is_err());
+    }
+    #[test]
+    fn a_cluster_table_may_exceed_the_usual_payload_cap_and_no_other_kind_may() {
+        // 20,000 members with 200-byte host names: ~5 MB, above 4 MiB.
+        let members: Vec<Identity> = (0..20_000)
+            .map(|r| Identity {
+                host: format!("{r:0>200}"),
+                ..identity(r)
+            })
+            .collect();
+        let table = Message::ClusterTable {
+            members,
+            missing: vec![],
+            config: Value::Null,
+        };
+        let bytes = encode(&table).unwrap();
+        assert!(bytes.len() > MAX_PAYLOAD as usize, "{}", bytes.len());
+        assert_eq!(read_message(&mut Cursor::new(&bytes)).unwrap(), table);
+        // The same length on another kind is refused from the header.
+        let mut f = frame(PROTOCOL_VERSION, 13, 0, b"{}");
+        f[8..12].copy_from_slice(&(MAX_PAYLOAD + 1).to_be_bytes());
+        assert!(matches!(
+            decode(&f),
+            Err(WireError::TooLarge {
+                max: MAX_PAYLOAD,
+                ..
+            })
+        ));
+        f[6] = 11;
+        f[8..12].copy_from_slice(&(MAX_TABLE_PAYLOAD + 1).to_be_bytes());
+        assert!(matches!(
+            decode(&f),
+            Err(WireError::TooLarge {
+                max: MAX_TABLE_PAYLOAD,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn cluster_lists_beyond_their_caps_and_stray_fields_are_refused() {
+        let report = Message::ClusterReport {
+            round: 0,
+            measurements: vec![
+                Measurement {
+                    round: 0,
+                    from: 0,
+                    to: 1,
+                    outcome: Outcome::PeerMissing,
+                };
+                MAX_REPORT_MEASUREMENTS + 1
+            ],
+        };
+        assert!(matches!(
+            encode(&report),
+            Err(WireError::TooMany {
+                what: "measurements",
+                count: 257,
+                max: 256
+            })
+        ));
+        // Decoding checks the same bound (a peer's frame, built by hand).
+        let body = serde_json::to_vec(&serde_json::json!({
+            "round": 0,
+            "measurements": vec![serde_json::json!({"round": 0, "from": 0, "to": 1, "outcome": {"outcome": "peer_missing"}}); 257],
+        }))
+        .unwrap();
+        assert!(matches!(
+            decode(&frame(PROTOCOL_VERSION, 13, 0, &body)),
+            Err(WireError::TooMany {
+                what: "measurements",
+                ..
+            })
+        ));
+        for bad in [
+            br#"{"identity":{"rank":0,"size":2,"version":"x","host":"h","pair_port":1,"extra":1}}"#
+                .as_slice(),
+            br#"{"identity":{"rank":0,"size":2,"version":"x","host":"h"}}"#,
+        ] {
+            assert!(matches!(
+                decode(&frame(PROTOCOL_VERSION, 10, 0, bad)),
+                Err(WireError::Malformed { kind: 10, .. })
+            ));
+        }
+        let unknown_outcome =
+            br#"{"round":0,"measurements":[{"round":0,"from":0,"to":1,"outcome":{"outcome":"great"}}]}"#;
+        assert!(matches!(
+            decode(&frame(PROTOCOL_VERSION, 13, 0, unknown_outcome)),
+            Err(WireError::Malformed { kind: 13, .. })
+        ));
     }
 }
 
