@@ -63,6 +63,46 @@ fn help_lists_the_subcommands_and_the_test_binaries() {
 }
 
 #[test]
+fn cluster_metrics_are_promtool_clean_whatever_the_host_names() {
+    use engine::cluster::verdict::{Measurement, Outcome, judge};
+    use engine::cluster::{report, schedule};
+    // Three ranks, all pairs; every direction into rank 2 errs.
+    let mut all = Vec::new();
+    for (i, round) in schedule::all_pairs(3).unwrap().rounds.iter().enumerate() {
+        for p in &round.pairs {
+            for (from, to) in [(p.client, p.server), (p.server, p.client)] {
+                let outcome = if to == 2 {
+                    Outcome::Error {
+                        error: "timed out".into(),
+                    }
+                } else {
+                    Outcome::Measured {
+                        bw_gbps: 90.0 + f64::from(from),
+                        lat_us: Some(3.5),
+                    }
+                };
+                all.push(Measurement {
+                    round: i as u32,
+                    from,
+                    to,
+                    outcome,
+                });
+            }
+        }
+    }
+    let verdict = judge(3, &[], &all, &Default::default());
+    // Host names as peers send them: quotes, backslashes, a newline.
+    let hosts = [
+        Some("a\"q".to_owned()),
+        Some("b\\s".into()),
+        Some("c\nd".into()),
+    ];
+    let text = report::metrics(&all, &verdict, report::Roster { hosts: &hosts }, 1.5).render();
+    assert!(text.contains("rdmaperf_cluster_pair_pass{"), "{text}");
+    assert_promtool_clean(&text, "cluster metrics");
+}
+
+#[test]
 fn bad_input_exits_2_and_names_what_was_wrong() {
     let missing = fixture_str("no-such-file");
     let tree = fixture_str("sysfs/complete");

@@ -15,6 +15,8 @@
 //! - [`rendezvous`]: the coordinator's state machines: gathering every
 //!   rank's identity under a deadline, then following each round until
 //!   every live rank has reported or its deadline passes.
+//! - [`report`]: what rank 0 writes: stdout lines, `pairs.jsonl` and
+//!   `summary.json` records, `metrics.prom`.
 //! - [`verdict`]: per-pair verdicts (absolute and relative to the
 //!   cluster's best), slow rounds, and per-node verdicts that tell a bad
 //!   node from a bad link.
@@ -22,5 +24,6 @@
 pub mod hostlist;
 pub mod launch;
 pub mod rendezvous;
+pub mod report;
 pub mod schedule;
 pub mod verdict;
