@@ -1,5 +1,6 @@
-//! What rank 0 writes at the end of a cluster run, from the measurements
-//! and their verdicts: one line per node and per failed direction for
+//! What rank 0 writes: before the first round the plan ([`plan_line`]);
+//! at the end, from the measurements and their verdicts, one line per
+//! node and per failed direction for
 //! stdout ([`node_lines`], [`failure_lines`]), the records of
 //! `pairs.jsonl` ([`pair_records`]) and `summary.json` ([`summary`]),
 //! and the Prometheus text of `metrics.prom` ([`metrics`]). No I/O: the
@@ -7,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::schedule::Rank;
+use super::schedule::{Pattern, Rank, Schedule};
 use super::verdict::{
     Blame, ClusterVerdict, Measurement, NodeStatus, Outcome, Reason, RoundVerdict,
 };
@@ -28,6 +29,52 @@ impl Roster<'_> {
             Some(Some(h)) => printable(h, MAX_PEER_TEXT),
             _ => "?".into(),
         }
+    }
+}
+
+/// The plan, printed before the first round, e.g. `plan: all-pairs of
+/// 1024 ranks: 523776 pairs in 1023 rounds of up to 512 pairs, about
+/// 1 h 25 min at 5 s a round`.
+pub fn plan_line(pattern: Pattern, size: u32, schedule: &Schedule, per_round_s: f64) -> String {
+    let widest = schedule
+        .rounds
+        .iter()
+        .map(|r| r.pairs.len())
+        .max()
+        .unwrap_or(0);
+    format!(
+        "plan: {pattern} of {}: {} in {} of up to {}, about {} at {} s a round",
+        count(size as usize, "rank"),
+        count(schedule.pair_count(), "pair"),
+        count(schedule.rounds.len(), "round"),
+        count(widest, "pair"),
+        span(schedule.estimate_seconds(per_round_s)),
+        per_round_s
+    )
+}
+
+/// `1 pair`, `2 pairs`.
+fn count(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// A span of seconds for a person: `45 s`, `85 min`, `2 h 50 min`,
+/// `30.3 days`.
+fn span(secs: f64) -> String {
+    let secs = secs.max(0.0).round();
+    if secs < 120.0 {
+        format!("{secs} s")
+    } else if secs < 2.0 * 3600.0 {
+        format!("{} min", (secs / 60.0).round())
+    } else if secs < 2.0 * 86_400.0 {
+        let min = (secs / 60.0).round() as u64;
+        format!("{} h {} min", min / 60, min % 60)
+    } else {
+        format!("{:.1} days", secs / 86_400.0)
     }
 }
 
@@ -452,5 +499,22 @@ mod tests {
         );
         // Peer-missing directions have no pass sample and no bandwidth.
         assert!(!text.contains("dst_rank=\"3\""), "{text}");
+    }
+
+    #[test]
+    fn the_plan_says_pairs_rounds_and_time_as_the_arithmetic_table() {
+        let s = crate::cluster::schedule::all_pairs(1_024).unwrap();
+        assert_eq!(
+            plan_line(Pattern::AllPairs, 1_024, &s, 5.0),
+            "plan: all-pairs of 1024 ranks: 523776 pairs in 1023 rounds of up to 512 pairs, \
+             about 85 min at 5 s a round"
+        );
+        let q = crate::cluster::schedule::quick(7).unwrap();
+        assert_eq!(
+            plan_line(Pattern::Quick, 7, &q, 5.0),
+            "plan: quick of 7 ranks: 3 pairs in 1 round of up to 3 pairs, about 5 s at 5 s a round"
+        );
+        assert_eq!(span(2.0 * 5_115.0), "2 h 51 min");
+        assert_eq!(span(523_776.0 * 5.0), "30.3 days");
     }
 }

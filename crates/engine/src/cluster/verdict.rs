@@ -490,6 +490,40 @@ pub fn judge(
     }
 }
 
+/// After the quick mode's bisection round: the ranks to retest (both
+/// ranks of every failed direction) and the known-good partners for them
+/// (ranks present whose every measured direction passed), each in rank
+/// order. The retest pairs them ([`super::schedule::retest`]) so the
+/// verdict can tell a bad node from a bad link.
+pub fn retest_candidates(
+    size: u32,
+    measurements: &[Measurement],
+    verdict: &ClusterVerdict,
+) -> (Vec<Rank>, Vec<Rank>) {
+    let mut suspect = vec![false; size as usize];
+    let mut measured = vec![false; size as usize];
+    for (m, d) in measurements.iter().zip(&verdict.directions) {
+        if d.peer_missing {
+            continue;
+        }
+        for r in [m.from, m.to] {
+            if let Some(x) = measured.get_mut(r as usize) {
+                *x = true;
+            }
+            if !d.pass
+                && let Some(x) = suspect.get_mut(r as usize)
+            {
+                *x = true;
+            }
+        }
+    }
+    let suspects = (0..size).filter(|&r| suspect[r as usize]).collect();
+    let good = (0..size)
+        .filter(|&r| measured[r as usize] && !suspect[r as usize])
+        .collect();
+    (suspects, good)
+}
+
 /// Every rule `m` fails against `th` and the cluster's best and minimum.
 fn rules_failed(
     m: &Measurement,
@@ -893,5 +927,43 @@ mod tests {
             r#""link_failures""#
         );
         assert_eq!(NodeStatus::LinkFailures.word(), "LINK");
+    }
+
+    #[test]
+    fn after_the_bisection_the_failed_pairs_ranks_are_retested_against_good_ones() {
+        // Bisection of 6: (0,3) fails one way, (1,4) passes, rank 5's
+        // partner 2 never came.
+        let m = |from: Rank, to: Rank, outcome: Outcome| Measurement {
+            round: 0,
+            from,
+            to,
+            outcome,
+        };
+        let bw = |v: f64| Outcome::Measured {
+            bw_gbps: v,
+            lat_us: None,
+        };
+        let all = [
+            m(0, 3, bw(50.0)),
+            m(3, 0, bw(100.0)),
+            m(1, 4, bw(100.0)),
+            m(4, 1, bw(100.0)),
+            m(2, 5, Outcome::PeerMissing),
+            m(5, 2, Outcome::PeerMissing),
+        ];
+        let v = judge(6, &[2], &all, &Thresholds::default());
+        let (suspects, good) = retest_candidates(6, &all, &v);
+        assert_eq!(suspects, [0, 3]);
+        assert_eq!(good, [1, 4]);
+        let rounds = crate::cluster::schedule::retest(6, &suspects, &good, &|a, b| {
+            (a.min(b), a.max(b)) == (0, 3)
+        });
+        assert_eq!(rounds.len(), 1);
+        assert!(
+            rounds[0]
+                .pairs
+                .iter()
+                .all(|p| good.contains(&p.server) && suspects.contains(&p.client))
+        );
     }
 }
