@@ -10,7 +10,7 @@
 //!
 //! The rules and their arithmetic: the reference notes' fleet.md §5.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
 
@@ -25,6 +25,11 @@ pub type Rank = u32;
 pub const MAX_RANKS: u32 = 65_536;
 /// Most lines a pairs file may hold.
 pub const MAX_PAIRS_FILE_LINES: usize = 1 << 22;
+/// Most rounds × ranks a pairs file may expand to: every round lists its
+/// idle ranks, so 4 Mi one-pair rounds of 65,536 ranks would be 2.7 × 10¹¹
+/// idle entries. 64 Mi slots (256 MiB of idle lists) holds every pairs
+/// file of all pairs that fits [`MAX_PAIRS_FILE_LINES`] (N ≤ 2,896).
+pub const MAX_PAIRS_FILE_SLOTS: u64 = 1 << 26;
 
 /// Two ranks that test their link in one round. The server listens; the
 /// client connects and drives the test.
@@ -109,8 +114,12 @@ impl Schedule {
     /// list exactly the ranks in none of its pairs.
     ///
     /// # Errors
-    /// The first rule broken, naming the round and rank.
+    /// A size above [`MAX_RANKS`]; else the first rule broken, naming the
+    /// round and rank.
     pub fn check(&self, size: u32) -> Result<(), ScheduleError> {
+        if size > MAX_RANKS {
+            return Err(ScheduleError::Size(size));
+        }
         for (i, round) in self.rounds.iter().enumerate() {
             let mut seen = vec![false; size as usize];
             for p in &round.pairs {
@@ -238,6 +247,16 @@ pub enum ScheduleError {
     /// The pairs file is longer than [`MAX_PAIRS_FILE_LINES`].
     #[error("pairs file has more than {MAX_PAIRS_FILE_LINES} lines")]
     PairsFileTooLong,
+    /// The pairs file's rounds × ranks exceed [`MAX_PAIRS_FILE_SLOTS`].
+    #[error(
+        "pairs file has {rounds} rounds of {size} ranks: more than {MAX_PAIRS_FILE_SLOTS} rank slots"
+    )]
+    PairsFileTooBig {
+        /// Its distinct round numbers.
+        rounds: usize,
+        /// The job's size.
+        size: u32,
+    },
 }
 
 fn check_size(size: u32) -> Result<(), ScheduleError> {
@@ -250,7 +269,12 @@ fn check_size(size: u32) -> Result<(), ScheduleError> {
 /// Rank `i`'s partner in round `round` of the circle method on an even
 /// `m` ranks (fleet.md §5): rank m − 1 stays put; its partner is the
 /// round's number, and every other i meets (2·round − i) mod (m − 1).
+/// Meant for even m ≥ 2, round < m − 1 and i < m; other inputs give a
+/// meaningless rank but never panic (m < 2: i itself).
 pub fn circle_partner(m: u32, round: u32, i: Rank) -> Rank {
+    if m < 2 {
+        return i;
+    }
     let n = u64::from(m - 1);
     if i == m - 1 {
         round
@@ -331,16 +355,32 @@ pub fn quick(size: u32) -> Result<Schedule, ScheduleError> {
 /// The quick mode's second pass: each suspect rank meets a known-good
 /// rank it has not met yet where one is free (`met(a, b)` says whether
 /// they were paired before), the good rank serving. A round holds as many
-/// suspects as there are good ranks; more suspects take more rounds. With
+/// suspects as there are good ranks; more suspects take more rounds (so
+/// this returns rounds, not one round, and no suspect is left idle). With
 /// no good rank at all there is nothing to retest against: no rounds.
+///
+/// Inputs are taken as facts, not trusted: ranks at or above `size` (and
+/// `size` itself above [`MAX_RANKS`]) are dropped, duplicates count once,
+/// and a rank listed as both suspect and good is a suspect.
 pub fn retest(
     size: u32,
     suspects: &[Rank],
     good: &[Rank],
     met: &dyn Fn(Rank, Rank) -> bool,
 ) -> Vec<Round> {
-    let good: Vec<Rank> = good.iter().copied().filter(|&g| g < size).collect();
-    let suspects: Vec<Rank> = suspects.iter().copied().filter(|&s| s < size).collect();
+    let size = size.min(MAX_RANKS);
+    let mut suspect = vec![false; size as usize];
+    let suspects: Vec<Rank> = suspects
+        .iter()
+        .copied()
+        .filter(|&s| s < size && !std::mem::replace(&mut suspect[s as usize], true))
+        .collect();
+    let mut taken = suspect;
+    let good: Vec<Rank> = good
+        .iter()
+        .copied()
+        .filter(|&g| g < size && !std::mem::replace(&mut taken[g as usize], true))
+        .collect();
     if good.is_empty() {
         return Vec::new();
     }
@@ -411,14 +451,17 @@ pub fn ring(size: u32) -> Result<Schedule, ScheduleError> {
 /// # Errors
 /// The first bad line, by number: a wrong field count, a round that is
 /// not a number, an unknown name, a rank out of range, A = B, a rank twice
-/// in one round; a file above [`MAX_PAIRS_FILE_LINES`] lines.
+/// in one round; a file above [`MAX_PAIRS_FILE_LINES`] lines, or one
+/// whose rounds × `size` exceed [`MAX_PAIRS_FILE_SLOTS`].
 pub fn from_pairs_file(
     text: &str,
     names: &dyn Fn(&str) -> Option<Rank>,
     size: u32,
 ) -> Result<Schedule, ScheduleError> {
     check_size(size)?;
-    let mut rounds: BTreeMap<u64, (Vec<Pair>, Vec<bool>)> = BTreeMap::new();
+    let mut rounds: BTreeMap<u64, Vec<Pair>> = BTreeMap::new();
+    // (round, rank) already paired: O(lines), not O(rounds × size).
+    let mut busy: HashSet<(u64, Rank)> = HashSet::new();
     for (n, raw) in text.lines().enumerate() {
         let line = n + 1;
         if line > MAX_PAIRS_FILE_LINES {
@@ -456,23 +499,26 @@ pub fn from_pairs_file(
         if a == b {
             return Err(bad(format!("rank {a} is paired with itself")));
         }
-        let (pairs, busy) = rounds
-            .entry(round)
-            .or_insert_with(|| (Vec::new(), vec![false; size as usize]));
         for r in [a, b] {
-            if std::mem::replace(&mut busy[r as usize], true) {
+            if !busy.insert((round, r)) {
                 return Err(bad(format!("rank {r} is in two pairs of round {round}")));
             }
         }
-        pairs.push(Pair {
+        rounds.entry(round).or_default().push(Pair {
             server: a,
             client: b,
+        });
+    }
+    if rounds.len() as u64 * u64::from(size) > MAX_PAIRS_FILE_SLOTS {
+        return Err(ScheduleError::PairsFileTooBig {
+            rounds: rounds.len(),
+            size,
         });
     }
     Ok(Schedule {
         rounds: rounds
             .into_values()
-            .map(|(pairs, _)| Round::of(size, pairs))
+            .map(|pairs| Round::of(size, pairs))
             .collect(),
     })
 }
@@ -617,6 +663,11 @@ mod tests {
         assert_eq!(rounds.len(), 2);
         assert!(rounds.iter().all(|r| r.pairs.len() == 2));
         assert!(retest(8, &[1], &[], &|_, _| false).is_empty());
+        // Repeats, out-of-range ranks and a rank both suspect and good.
+        let rounds = retest(8, &[1, 1, 9, 2], &[2, 0, 0, 8], &|_, _| false);
+        assert_eq!(rounds.len(), 2);
+        Schedule { rounds }.check(8).unwrap();
+        assert!(retest(u32::MAX, &[u32::MAX - 1], &[0], &|_, _| false).is_empty());
     }
 
     #[test]
@@ -706,6 +757,44 @@ mod tests {
             err("0 0 1\n0 1 2"),
             "pairs file line 2: rank 1 is in two pairs of round 0"
         );
+    }
+
+    #[test]
+    fn a_pairs_file_too_long_or_too_big_is_refused_before_it_is_built() {
+        let names = |_: &str| None;
+        let long = "\n".repeat(MAX_PAIRS_FILE_LINES + 1);
+        assert_eq!(
+            from_pairs_file(&long, &names, 4).unwrap_err(),
+            ScheduleError::PairsFileTooLong
+        );
+        // 1,025 one-pair rounds of 65,536 ranks: 67 Mi idle slots.
+        let big: String = (0..1_025).map(|r| format!("{r} 0 1\n")).collect();
+        assert_eq!(
+            from_pairs_file(&big, &names, MAX_RANKS).unwrap_err(),
+            ScheduleError::PairsFileTooBig {
+                rounds: 1_025,
+                size: MAX_RANKS
+            }
+        );
+        assert_eq!(
+            from_pairs_file("0 0 1", &names, 0).unwrap_err(),
+            ScheduleError::Size(0)
+        );
+    }
+
+    #[test]
+    fn the_circle_method_fixes_the_last_rank_and_rotates_the_rest() {
+        // M = 6, round 2 (fleet.md §5): 5 ↔ 2, then (4 − i) mod 5.
+        let partners: Vec<Rank> = (0..6).map(|i| circle_partner(6, 2, i)).collect();
+        assert_eq!(partners, [4, 3, 5, 1, 0, 2]);
+        assert_eq!(circle_partner(0, 0, 0), 0);
+        assert_eq!(circle_partner(1, 0, 0), 0);
+        // Every round is a perfect matching of the M ranks.
+        for r in 0..5 {
+            for i in 0..6 {
+                assert_eq!(circle_partner(6, r, circle_partner(6, r, i)), i);
+            }
+        }
     }
 
     #[test]
