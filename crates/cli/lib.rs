@@ -11,6 +11,7 @@
 
 pub mod args;
 pub mod clock;
+pub mod cluster;
 pub mod fabric;
 pub mod inventory;
 pub mod measure;

@@ -38,11 +38,18 @@ impl Listener {
         let inner = TcpListener::bind((bind, port))
             .with_context(|| format!("cannot listen on {bind}:{port}"))?;
         inner.set_nonblocking(true)?;
+        // Port 0: the port the kernel chose.
+        let port = inner.local_addr().map_or(port, |a| a.port());
         Ok(Self {
             inner,
             bind: bind.to_owned(),
             port,
         })
+    }
+
+    /// The port it listens on (the kernel's choice when bound to 0).
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// The next connection, accepted before `deadline` if there is one

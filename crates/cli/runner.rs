@@ -34,7 +34,7 @@ use crate::UsageError;
 use crate::measure::bw::BwMeasure;
 use crate::measure::lat::LatMeasure;
 use crate::measure::{Measure, Shown, SizeCtx};
-use crate::oob::Channel;
+use crate::oob::{Channel, Listener};
 use crate::options::{FromConfiguration, RoleOptions, RunOptions};
 use crate::output::{CounterLines, Output, PerftestJsonFile, PromFile};
 use crate::session::{show_progress, sysfs_rate};
@@ -582,13 +582,46 @@ where
 
 /// The server: waits for clients and serves each ([`serve`]).
 fn run_server<M: Measure>(opts: &RunOptions) -> anyhow::Result<RunSummary> {
+    let conn = &opts.connection;
+    // The device before the port: a bad -d leaves nothing listening.
+    let dev = opts.device();
+    let port = open_port(dev.name.as_deref(), dev.port, dev.gid_index)?;
+    let listener = Listener::bind(&conn.bind, conn.port)?;
+    serve_clients::<M>(opts, &listener, port)
+}
+
+/// The server side of one pair on a listener the caller holds (cluster
+/// mode's pair listener, bound once to port 0 before it joins: no
+/// free-port race): opens the device, serves the next client (or
+/// clients, with `--persistent`) as [`run_pair`] does.
+///
+/// # Errors
+/// As [`run_pair`]; `opts` must be a server's.
+pub fn serve_on(opts: &RunOptions, listener: &Listener) -> anyhow::Result<RunSummary> {
+    let dev = opts.device();
+    let open = || open_port(dev.name.as_deref(), dev.port, dev.gid_index);
+    match (&opts.role, opts.spec.metric) {
+        (RoleOptions::Client { .. }, _) => anyhow::bail!("serve_on: the options are a client's"),
+        (RoleOptions::Server, Metric::Bw) => serve_clients::<BwMeasure>(opts, listener, open()?),
+        (RoleOptions::Server, Metric::Lat) => serve_clients::<LatMeasure>(opts, listener, open()?),
+    }
+}
+
+/// Serves clients on `listener` with `port` ([`serve`] each); the last
+/// session's summary with the server's exit code.
+fn serve_clients<M: Measure>(
+    opts: &RunOptions,
+    listener: &Listener,
+    port: Port,
+) -> anyhow::Result<RunSummary> {
     let mut last = RunSummary::default();
-    let code = crate::session::run_server(opts, |ch, hello, port, local_side| {
-        let summary = serve::<M>(opts, ch, hello, port, local_side)?;
-        let code = summary.exit_code;
-        last = summary;
-        Ok(code)
-    })?;
+    let code =
+        crate::session::run_server_on(opts, listener, port, |ch, hello, port, local_side| {
+            let summary = serve::<M>(opts, ch, hello, port, local_side)?;
+            let code = summary.exit_code;
+            last = summary;
+            Ok(code)
+        })?;
     last.exit_code = code;
     Ok(last)
 }

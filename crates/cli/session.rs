@@ -33,7 +33,9 @@ pub fn sysfs_rate(sysfs_root: &Path, port: &Port) -> Option<String> {
         .map(|r| r.text)
 }
 
-/// Server: opens the device and port, waits (bounded by
+/// Server on `listener` (bound by the caller: a test binary to `-p`,
+/// cluster mode to port 0 before it joins) and `port` (opened by the
+/// caller before listening): waits (bounded by
 /// `--accept-timeout`) for one client — dropping, with one line on stderr,
 /// every connection that does not open with a valid `Hello` within
 /// `--timeout` — and runs `serve` on it with that `Hello`; a failure is
@@ -44,30 +46,30 @@ pub fn sysfs_rate(sysfs_root: &Path, port: &Port) -> Option<String> {
 /// 130/143, or 0 for a persistent server stopped by SIGTERM.
 ///
 /// # Errors
-/// Device and usage errors before listening, the accept bound, and
-/// whatever `serve` returns.
-pub fn run_server(
+/// The accept bound, and whatever `serve` returns.
+pub fn run_server_on(
     opts: &RunOptions,
+    listener: &Listener,
+    port: Port,
     mut serve: impl FnMut(&mut Channel, Message, Port, &SideInfo) -> anyhow::Result<u8>,
 ) -> anyhow::Result<u8> {
     let program = opts.spec.binary();
     let conn = &opts.connection;
-    let dev = opts.device();
-    let port = crate::setup::open_port(dev.name.as_deref(), dev.port, dev.gid_index)?;
     let local_side = port.side_info(sysfs_rate(&opts.local.sysfs_root, &port));
-    let listener = Listener::bind(&conn.bind, conn.port)?;
-    eprintln!(
-        "{program}: server on {} port {} waiting for {} on {}:{}",
-        port.ctx.name(),
-        port.port,
-        if conn.persistent {
-            "clients (--persistent)"
-        } else {
-            "a client"
-        },
-        conn.bind,
-        conn.port
-    );
+    if opts.local.banner {
+        eprintln!(
+            "{program}: server on {} port {} waiting for {} on {}:{}",
+            port.ctx.name(),
+            port.port,
+            if conn.persistent {
+                "clients (--persistent)"
+            } else {
+                "a client"
+            },
+            conn.bind,
+            listener.port()
+        );
+    }
     let mut session = 0u64;
     // A client that came in as a session ended, handed over by the thread
     // that turns clients away.
@@ -88,7 +90,7 @@ pub fn run_server(
         };
         let next = match handed_over.take() {
             Some(c) => Ok(c),
-            None => next_client(program, &listener, conn, deadline),
+            None => next_client(program, listener, conn, deadline),
         };
         let (mut ch, hello) = match next {
             Ok(c) => c,
@@ -117,7 +119,7 @@ pub fn run_server(
                         flag: &ended,
                         bell: &bell,
                     };
-                    turn_away(program, &listener, conn, &ended, session, peer, &test)
+                    turn_away(program, listener, conn, &ended, session, peer, &test)
                 });
             if let Err(e) = &turning_away {
                 eprintln!("{program}: cannot start the thread that turns other clients away: {e}");

@@ -47,6 +47,8 @@ pub enum Command {
     },
     /// Serve Prometheus metrics: /metrics (this host's ports) and /probe (a short test against a --persistent server).
     Exporter(exporter::ExporterArgs),
+    /// Test every link of a cluster: launched once per node by srun, mpirun or torchrun; rank 0 reports.
+    Cluster(crate::cluster::ClusterArgs),
 }
 
 /// `rdmaperf doctor` subcommands.
@@ -82,6 +84,7 @@ pub fn main() -> ExitCode {
             what: DoctorCommand::Nccl(args),
         } => doctor::run(&args),
         Command::Exporter(args) => exporter::run(&args),
+        Command::Cluster(args) => crate::cluster::run(&args),
     };
     crate::finish("rdmaperf", result)
 }

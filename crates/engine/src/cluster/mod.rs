@@ -7,6 +7,8 @@
 //! - [`launch`]: the rank and size from the launcher's environment
 //!   (torchrun, Open MPI, PMI, Slurm, `--rank/--size`), innermost first,
 //!   and where the coordinator (rank 0) listens.
+//! - [`pair_test`]: what every pair runs (rank 0's flags, typed and
+//!   bounded) and the bounds on a round.
 //! - [`hostlist`]: Slurm's hostlist syntax (`tux[0-5,12]`,
 //!   `rack[0-1]_blade[0-2]`), expanded in order under a cap.
 //! - [`schedule`]: the rounds of pairs: all pairs by the circle method
@@ -23,6 +25,7 @@
 
 pub mod hostlist;
 pub mod launch;
+pub mod pair_test;
 pub mod rendezvous;
 pub mod report;
 pub mod schedule;

@@ -33,6 +33,11 @@ pub struct Identity {
     /// The TCP port of its pair listener (bound before it joined, held
     /// open: no free-port race).
     pub pair_port: u16,
+    /// The address its partners reach that listener at (the local
+    /// address of its connection to the coordinator, or `--pair-address`).
+    pub address: String,
+    /// Its RDMA device and port, as `DEV:PORT` (for the reports).
+    pub device: String,
 }
 
 /// Why the coordinator turned an arriving rank away.
@@ -84,15 +89,18 @@ pub enum JoinError {
         /// Where it came from now.
         host: String,
     },
-    /// The host name is empty, longer than [`MAX_HOST_LEN`], or holds a
-    /// control character (it is printed in reports and on terminals).
+    /// A text field (host name, address, device) is empty, longer than
+    /// [`MAX_HOST_LEN`], or holds a control character (it is printed in
+    /// reports and on terminals).
     #[error(
-        "rank {rank} sent a host name of {len} bytes (1 to {MAX_HOST_LEN}, no control characters)"
+        "rank {rank} sent a {field} of {len} bytes (1 to {MAX_HOST_LEN}, no control characters)"
     )]
     BadHost {
         /// Its rank.
         rank: Rank,
-        /// The name's length.
+        /// Which field: `host name`, `address` or `device`.
+        field: &'static str,
+        /// The field's length.
         len: usize,
     },
     /// It came after the table went out.
@@ -143,14 +151,18 @@ impl Gathering {
     pub fn join(&mut self, id: Identity) -> Result<(), JoinError> {
         let Identity { rank, .. } = id;
         let host = id.host.clone();
-        if id.host.is_empty()
-            || id.host.len() > MAX_HOST_LEN
-            || id.host.chars().any(char::is_control)
-        {
-            return Err(JoinError::BadHost {
-                rank,
-                len: id.host.len(),
-            });
+        for (field, text) in [
+            ("host name", &id.host),
+            ("address", &id.address),
+            ("device", &id.device),
+        ] {
+            if text.is_empty() || text.len() > MAX_HOST_LEN || text.chars().any(char::is_control) {
+                return Err(JoinError::BadHost {
+                    rank,
+                    field,
+                    len: text.len(),
+                });
+            }
         }
         if self.closed {
             return Err(JoinError::Late { rank, host });
@@ -419,6 +431,8 @@ mod tests {
             version: "0.1.0".into(),
             host: host.into(),
             pair_port: 40000 + rank as u16,
+            address: "169.254.10.1".into(),
+            device: "rxe0:1".into(),
         }
     }
 
@@ -497,6 +511,25 @@ mod tests {
         assert!(matches!(
             g.join(id(2, "c\x1b[2J")),
             Err(JoinError::BadHost { len: 5, .. })
+        ));
+        let mut bad_address = id(2, "c");
+        bad_address.address = "10.0.0.1\n".into();
+        assert!(matches!(
+            g.join(bad_address),
+            Err(JoinError::BadHost {
+                field: "address",
+                len: 9,
+                ..
+            })
+        ));
+        let mut no_device = id(2, "c");
+        no_device.device = String::new();
+        assert!(matches!(
+            g.join(no_device),
+            Err(JoinError::BadHost {
+                field: "device",
+                ..
+            })
         ));
         assert_eq!(g.missing(), [0, 2]);
     }

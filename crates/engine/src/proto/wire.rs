@@ -1034,6 +1034,8 @@ mod tests {
             version: "0.1.0".into(),
             host: format!("node-{rank}"),
             pair_port: 40_000 + rank as u16,
+            address: "169.254.10.1".into(),
+            device: "rxe0:1".into(),
         }
     }
 
@@ -1753,7 +1755,7 @@ mod tests {
             })
         ));
         for bad in [
-            br#"{"identity":{"rank":0,"size":2,"version":"x","host":"h","pair_port":1,"extra":1}}"#
+            br#"{"identity":{"rank":0,"size":2,"version":"x","host":"h","pair_port":1,"address":"a","device":"d","extra":1}}"#
                 .as_slice(),
             br#"{"identity":{"rank":0,"size":2,"version":"x","host":"h"}}"#,
         ] {

@@ -13,7 +13,7 @@
 //! driver counter names, firmware strings) goes into label values, which
 //! may hold any text and are escaped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 /// The `# TYPE` of a metric family.
@@ -44,7 +44,7 @@ impl MetricType {
 
 /// Which line of a family a sample is: the family name itself, or a
 /// summary's `_sum` / `_count`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Suffix {
     Bare,
     Sum,
@@ -75,6 +75,9 @@ struct Family {
     help: String,
     kind: MetricType,
     series: Vec<Series>,
+    /// Where each series is in `series`: a cluster report puts a million
+    /// series in one family, a scan per sample would be quadratic.
+    index: HashMap<(Suffix, Vec<(String, String)>), usize>,
 }
 
 /// A set of metric families in the text exposition format 0.0.4.
@@ -149,6 +152,7 @@ impl Exposition {
                 help: help.to_owned(),
                 kind,
                 series: Vec::new(),
+                index: HashMap::new(),
             })
     }
 
@@ -192,18 +196,19 @@ impl Exposition {
 impl Family {
     /// Adds a series, or replaces the value of the same series.
     fn put(&mut self, suffix: Suffix, labels: Vec<(String, String)>, value: f64) {
-        if let Some(s) = self
-            .series
-            .iter_mut()
-            .find(|s| s.suffix == suffix && s.labels == labels)
-        {
-            s.value = value;
-        } else {
-            self.series.push(Series {
-                suffix,
-                labels,
-                value,
-            });
+        match self.index.entry((suffix, labels)) {
+            std::collections::hash_map::Entry::Occupied(at) => {
+                self.series[*at.get()].value = value;
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                let labels = slot.key().1.clone();
+                slot.insert(self.series.len());
+                self.series.push(Series {
+                    suffix,
+                    labels,
+                    value,
+                });
+            }
         }
     }
 }

@@ -1,0 +1,373 @@
+//! `rdmaperf cluster`: one launcher job (srun, mpirun, torchrun) tests
+//! every link of N nodes. Launched once per node, each process finds its
+//! rank, binds its pair listener, joins the coordinator (rank 0), runs
+//! the rounds it is sent — `write_bw` both ways against its partner,
+//! through the session runner called as a library — and prints its line;
+//! rank 0 also coordinates and writes the report. The pure logic is
+//! `engine::cluster`; this module moves bytes and runs tests.
+//!
+//! - [`ClusterArgs`]: the command line, built once into [`ClusterPlan`];
+//! - [`rank`]: one rank's life (join, rounds, pair tests);
+//! - [`coordinator`]: rank 0's gathering, rounds, verdicts and report;
+//! - [`pair`]: one direction of one pair (a real test, or `--simulate`'s
+//!   fabricated figure).
+
+pub mod coordinator;
+pub mod pair;
+pub mod rank;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::thread;
+use std::time::Duration;
+
+use engine::cluster::launch::{self, Coordinator, Launch, RankFlags};
+use engine::cluster::pair_test::PairTest;
+use engine::cluster::schedule::{Pattern, Rank};
+use engine::cluster::verdict::{DEFAULT_RELATIVE_BW, DEFAULT_RELATIVE_LAT, Thresholds};
+use engine::fabric::link::ExpectRate;
+
+use crate::UsageError;
+use crate::args::{seconds_arg, size_arg};
+use crate::options::DeviceSelection;
+
+/// Most ranks `--simulate-ranks` runs as threads in one process.
+pub const MAX_SIMULATED_RANKS: u32 = 4_096;
+
+/// `rdmaperf cluster`'s flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArgs {
+    /// This process's rank, when no launcher sets it (torchrun, mpirun, PMI and srun do).
+    #[arg(long, value_name = "N")]
+    pub rank: Option<u32>,
+    /// The number of ranks, when no launcher sets it.
+    #[arg(long, value_name = "N")]
+    pub size: Option<u32>,
+    /// Where rank 0 coordinates (default: torchrun's MASTER_ADDR on MASTER_PORT+1, or Slurm's first node on a port from the job id; required under mpirun without Slurm).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub coordinator: Option<String>,
+    /// How long rank 0 waits for every rank, and a rank for rank 0, seconds.
+    #[arg(long = "rendezvous-timeout", value_name = "SECONDS", default_value = "60", value_parser = seconds_arg)]
+    pub rendezvous_timeout: Duration,
+    /// Who meets whom: all-pairs (every pair once), quick (one bisection round, then retests of its suspects), ring.
+    #[arg(long, value_name = "PATTERN", default_value = "all-pairs")]
+    pub pattern: String,
+    /// A custom schedule: lines `ROUND A B` (A and B ranks or host names); replaces --pattern.
+    #[arg(long = "pairs-file", value_name = "FILE")]
+    pub pairs_file: Option<PathBuf>,
+    /// This rank's RDMA device (default: the first).
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
+    pub ib_dev: Option<String>,
+    /// This rank's port (default: the first active one).
+    #[arg(short = 'i', long = "ib-port", value_name = "PORT")]
+    pub ib_port: Option<u8>,
+    /// This rank's GID index (default: chosen as perftest does).
+    #[arg(short = 'x', long = "gid-index", value_name = "INDEX")]
+    pub gid_index: Option<u32>,
+    /// write_bw's message size per pair (rank 0's counts).
+    #[arg(short = 's', long = "message-size", value_name = "BYTES", default_value = "1048576", value_parser = size_arg)]
+    pub message_size: u64,
+    /// Seconds each direction of a pair runs (rank 0's counts).
+    #[arg(
+        short = 'D',
+        long = "duration",
+        value_name = "SECONDS",
+        default_value_t = 2
+    )]
+    pub duration: u32,
+    /// QPs per pair (rank 0's counts).
+    #[arg(short = 'q', long = "qp", value_name = "QPS", default_value_t = 1)]
+    pub qps: u32,
+    /// Connect the pairs' QPs through rdma_cm (iWARP needs it; rank 0's counts).
+    #[arg(short = 'R', long = "rdma_cm")]
+    pub rdma_cm: bool,
+    /// The bound on every wait for a peer within a pair's test, seconds (rank 0's counts).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub timeout: u32,
+    /// Expected rate in Gb/s: a direction below it × --min-efficiency FAILs (auto is not taken in cluster mode).
+    #[arg(long = "expect-rate", value_name = "GBPS")]
+    pub expect_rate: Option<ExpectRate>,
+    /// The fraction of --expect-rate a direction must reach.
+    #[arg(
+        long = "min-efficiency",
+        value_name = "FRACTION",
+        default_value_t = 0.9
+    )]
+    pub min_efficiency: f64,
+    /// A direction below this fraction of the cluster's best bandwidth FAILs.
+    #[arg(long = "relative-bw", value_name = "FRACTION", default_value_t = DEFAULT_RELATIVE_BW)]
+    pub relative_bw: f64,
+    /// Rank 0 writes pairs.jsonl, summary.json and metrics.prom here.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+    /// The address partners reach this rank's tests at (default: the local address of its connection to rank 0).
+    #[arg(long = "pair-address", value_name = "ADDR")]
+    pub pair_address: Option<String>,
+    /// No device: every pair's figure is fabricated (tests the launch, rendezvous, rounds and report).
+    #[arg(long)]
+    pub simulate: bool,
+    /// Run N ranks as threads of this process (implies --simulate): the coordinator at scale on one machine.
+    #[arg(long = "simulate-ranks", value_name = "N")]
+    pub simulate_ranks: Option<u32>,
+    /// With --simulate: this rank's pairs get a fabricated low figure (a bad node, to see it found).
+    #[arg(long = "simulate-slow", value_name = "RANK")]
+    pub simulate_slow: Vec<u32>,
+}
+
+/// Which schedule rank 0 builds.
+#[derive(Debug, Clone)]
+pub enum ScheduleChoice {
+    /// `--pattern`.
+    Pattern(Pattern),
+    /// `--pairs-file`'s text.
+    PairsFile(String),
+}
+
+/// What rank 0 alone decides: the schedule, the verdicts, the report.
+#[derive(Debug, Clone)]
+pub struct CoordinatorPlan {
+    /// The schedule.
+    pub schedule: ScheduleChoice,
+    /// The verdicts' thresholds.
+    pub thresholds: Thresholds,
+    /// `--report DIR`.
+    pub report: Option<PathBuf>,
+}
+
+/// One rank's run, built once from the command line and environment.
+#[derive(Debug, Clone)]
+pub struct ClusterPlan {
+    /// Rank and size, and what said so.
+    pub launch: Launch,
+    /// Where rank 0 listens.
+    pub coordinator: Coordinator,
+    /// What each pair runs (rank 0's is sent to all).
+    pub test: PairTest,
+    /// This rank's device.
+    pub device: DeviceSelection,
+    /// `--pair-address`.
+    pub pair_address: Option<String>,
+    /// `--rendezvous-timeout`.
+    pub rendezvous_timeout: Duration,
+    /// `--simulate-slow`.
+    pub simulate_slow: Vec<Rank>,
+    /// Whether a rank other than 0 prints its line (not when all ranks
+    /// are threads of one process).
+    pub print_line: bool,
+    /// Rank 0's part.
+    pub coordinating: CoordinatorPlan,
+}
+
+impl ClusterArgs {
+    /// The plan of this rank, from the flags and `env`.
+    ///
+    /// # Errors
+    /// A usage error naming the flag or variable.
+    pub fn plan(&self, env: launch::Env<'_>) -> Result<ClusterPlan, UsageError> {
+        let usage = |e: &dyn std::fmt::Display| UsageError(e.to_string());
+        let flags = RankFlags {
+            rank: self.rank,
+            size: self.size,
+        };
+        let launch = launch::detect(env, &flags).map_err(|e| usage(&e))?;
+        if launch.size < 2 {
+            return Err(UsageError(
+                "cluster mode needs at least 2 ranks: launch it with srun, mpirun or torchrun, \
+                 or give --rank and --size"
+                    .into(),
+            ));
+        }
+        let coordinator = launch::coordinator(self.coordinator.as_deref(), env, &launch)
+            .map_err(|e| usage(&e))?
+            .ok_or_else(|| UsageError("--coordinator HOST:PORT: no coordinator is known".into()))?;
+        let test = PairTest {
+            size: self.message_size,
+            duration_s: self.duration,
+            qps: self.qps,
+            rdma_cm: self.rdma_cm,
+            timeout_s: self.timeout,
+            simulate: self.simulate,
+        };
+        if let Some(p) = test.problem() {
+            return Err(UsageError(p));
+        }
+        if self.rdma_cm && self.gid_index.is_some() {
+            return Err(UsageError(
+                "-x/--gid-index: rdma_cm (-R) picks the GID from the address".into(),
+            ));
+        }
+        let min_bw_gbps = match self.expect_rate {
+            None => None,
+            Some(ExpectRate::Auto) => {
+                return Err(UsageError(
+                    "--expect-rate: give the rate in Gb/s (auto is not taken in cluster mode yet: \
+                     the ranks' rates may differ)"
+                        .into(),
+                ));
+            }
+            Some(ExpectRate::Gbps(g)) => Some(g * self.min_efficiency),
+        };
+        if !(self.min_efficiency > 0.0 && self.min_efficiency <= 1.0) {
+            return Err(UsageError(format!(
+                "--min-efficiency {}: a fraction above 0, at most 1",
+                self.min_efficiency
+            )));
+        }
+        if !(self.relative_bw > 0.0 && self.relative_bw <= 1.0) {
+            return Err(UsageError(format!(
+                "--relative-bw {}: a fraction above 0, at most 1",
+                self.relative_bw
+            )));
+        }
+        let schedule = match &self.pairs_file {
+            Some(path) => {
+                if self.pattern != "all-pairs" {
+                    return Err(UsageError(
+                        "--pairs-file and --pattern: give one of them".into(),
+                    ));
+                }
+                // Only rank 0 reads it (it may exist on rank 0's node only).
+                if launch.rank == 0 {
+                    ScheduleChoice::PairsFile(std::fs::read_to_string(path).map_err(|e| {
+                        UsageError(format!("--pairs-file {path:?}: cannot read it: {e}"))
+                    })?)
+                } else {
+                    ScheduleChoice::PairsFile(String::new())
+                }
+            }
+            None => ScheduleChoice::Pattern(
+                self.pattern
+                    .parse()
+                    .map_err(|e| UsageError(format!("--pattern: {e}")))?,
+            ),
+        };
+        if let Some(dir) = &self.report
+            && launch.rank == 0
+        {
+            crate::check_writable("--report", &dir.join("summary.json"))?;
+        }
+        if let Some(&bad) = self.simulate_slow.iter().find(|&&r| r >= launch.size) {
+            return Err(UsageError(format!(
+                "--simulate-slow {bad}: the job has {} ranks",
+                launch.size
+            )));
+        }
+        if !self.simulate_slow.is_empty() && !self.simulate {
+            return Err(UsageError("--simulate-slow needs --simulate".into()));
+        }
+        Ok(ClusterPlan {
+            launch,
+            coordinator,
+            test,
+            device: DeviceSelection {
+                name: self.ib_dev.clone(),
+                port: self.ib_port,
+                gid_index: self.gid_index,
+            },
+            pair_address: self.pair_address.clone(),
+            rendezvous_timeout: self.rendezvous_timeout,
+            simulate_slow: self.simulate_slow.clone(),
+            print_line: true,
+            coordinating: CoordinatorPlan {
+                schedule,
+                thresholds: Thresholds {
+                    min_bw_gbps,
+                    max_lat_us: None,
+                    relative_bw: self.relative_bw,
+                    relative_lat: DEFAULT_RELATIVE_LAT,
+                },
+                report: self.report.clone(),
+            },
+        })
+    }
+}
+
+/// `rdmaperf cluster`'s `main`.
+pub fn main(args: &ClusterArgs) -> ExitCode {
+    crate::finish("rdmaperf cluster", run(args))
+}
+
+/// Runs this rank (or, with `--simulate-ranks N`, N ranks as threads);
+/// returns the exit code.
+///
+/// # Errors
+/// Usage errors (exit 2) and failures before the run could start.
+pub fn run(args: &ClusterArgs) -> anyhow::Result<u8> {
+    crate::stop::install()?;
+    if let Some(n) = args.simulate_ranks {
+        return simulate_ranks(args, n);
+    }
+    let env = |name: &str| std::env::var(name).ok();
+    let plan = args.plan(&env)?;
+    eprintln!(
+        "rdmaperf cluster: rank {} of {} ({}); coordinator {}:{} ({})",
+        plan.launch.rank,
+        plan.launch.size,
+        plan.launch.source,
+        plan.coordinator.host,
+        plan.coordinator.port,
+        plan.coordinator.source,
+    );
+    rank::run(&plan)
+}
+
+/// `--simulate-ranks N`: ranks 0..N as threads, each with `--rank i
+/// --size N --simulate` on a loopback coordinator; the run's exit code is
+/// rank 0's.
+fn simulate_ranks(args: &ClusterArgs, n: u32) -> anyhow::Result<u8> {
+    if !(2..=MAX_SIMULATED_RANKS).contains(&n) {
+        return Err(UsageError(format!("--simulate-ranks {n}: 2 to {MAX_SIMULATED_RANKS}")).into());
+    }
+    if args.rank.is_some() || args.size.is_some() {
+        return Err(
+            UsageError("--simulate-ranks sets every rank: not with --rank/--size".into()).into(),
+        );
+    }
+    // A free loopback port for the coordinator: bound, read, released
+    // (this process alone uses it; the ranks retry until it listens).
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))?
+        .local_addr()?
+        .port();
+    let mut plans = Vec::with_capacity(n as usize);
+    for r in 0..n {
+        let mut a = args.clone();
+        a.simulate = true;
+        a.simulate_ranks = None;
+        a.rank = Some(r);
+        a.size = Some(n);
+        a.coordinator = Some(format!("127.0.0.1:{port}"));
+        // No launcher's variables: the flags say who is who.
+        let mut plan = a.plan(&|_| None)?;
+        plan.print_line = false;
+        plans.push(plan);
+    }
+    eprintln!("rdmaperf cluster: simulating {n} ranks as threads, coordinator 127.0.0.1:{port}");
+    let codes = thread::scope(|s| {
+        let handles: Vec<_> = plans
+            .iter()
+            .map(|plan| {
+                thread::Builder::new()
+                    .name(format!("rank-{}", plan.launch.rank))
+                    .stack_size(256 << 10)
+                    .spawn_scoped(s, || rank::run(plan))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a rank's thread panicked"))),
+                Err(e) => Err(anyhow::anyhow!("cannot start a rank's thread: {e}")),
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut codes = codes.into_iter();
+    let first = codes.next().unwrap_or(Ok(1));
+    for (r, c) in codes.enumerate() {
+        if let Err(e) = c {
+            eprintln!("rdmaperf cluster: rank {}: {e:#}", r + 1);
+        }
+    }
+    first
+}

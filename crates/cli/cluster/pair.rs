@@ -1,0 +1,222 @@
+//! One direction of one pair: this rank as `write_bw`'s client (data
+//! flows from it to its partner, whose figure it reports) or as its
+//! server on the pair listener it holds. The test is the session runner
+//! called as a library: typed options in ([`options`], built from rank
+//! 0's [`PairTest`] and this rank's device flags), a typed summary out.
+//! `--simulate`: no device, no connection, a fabricated figure.
+
+use std::net::SocketAddr;
+
+use engine::bench::spec::TestSpec;
+use engine::cluster::pair_test::PairTest;
+use engine::cluster::schedule::Rank;
+use engine::cluster::verdict::{Measurement, Outcome};
+use engine::results::record::Figures;
+
+use crate::oob::Listener;
+use crate::options::{DeviceSelection, RunOptions};
+
+/// The figure `--simulate` fabricates for a healthy direction, Gb/s.
+pub const SIMULATED_GBPS: f64 = 100.0;
+
+/// The figure `--simulate` fabricates for a direction with a
+/// `--simulate-slow` rank in it, Gb/s (below 0.93 × the best).
+pub const SIMULATED_SLOW_GBPS: f64 = 40.0;
+
+/// The options of one direction's `write_bw`: the client's against
+/// `server` (address, pair port), or the server's when `None`.
+///
+/// # Errors
+/// When the flags built from `test` and `device` are refused (a device
+/// name with a space, say): a usage error naming the flag.
+pub fn options(
+    test: &PairTest,
+    device: &DeviceSelection,
+    server: Option<(&str, u16)>,
+) -> anyhow::Result<RunOptions> {
+    let spec = TestSpec::WRITE_BW;
+    let mut argv: Vec<String> = vec![spec.name().into()];
+    let mut flag = |f: &str, v: String| {
+        argv.push(f.into());
+        argv.push(v);
+    };
+    flag("-s", test.size.to_string());
+    flag("-D", test.duration_s.to_string());
+    flag("-q", test.qps.to_string());
+    flag("--timeout", test.timeout_s.to_string());
+    // A server waits for its partner's previous direction to end.
+    flag(
+        "--accept-timeout",
+        test.direction_bound().as_secs().max(1).to_string(),
+    );
+    if let Some(d) = &device.name {
+        flag("-d", d.clone());
+    }
+    if let Some(p) = device.port {
+        flag("-i", p.to_string());
+    }
+    if let Some(x) = device.gid_index {
+        flag("-x", x.to_string());
+    }
+    if let Some((_, port)) = server {
+        flag("-p", port.to_string());
+    }
+    argv.push("--report_gbits".into());
+    if test.rdma_cm {
+        argv.push("-R".into());
+    }
+    if let Some((host, _)) = server {
+        argv.push(host.into());
+    }
+    let parsed = crate::args::try_parse_from(spec, &argv)?;
+    let mut built = parsed.run_options(spec)?.options;
+    // Results come back typed; nothing on stdout, no banner.
+    built.output.stdout_table = false;
+    built.local.banner = false;
+    Ok(built)
+}
+
+/// This rank drives data to `partner` at `server` (its address and pair
+/// port) in `round`: the measurement, an error included.
+pub fn send_to(
+    test: &PairTest,
+    device: &DeviceSelection,
+    me: Rank,
+    partner: Rank,
+    round: u32,
+    server: (&str, u16),
+    slow: &[Rank],
+) -> Measurement {
+    let outcome = if test.simulate {
+        simulated(me, partner, slow)
+    } else {
+        match options(test, device, Some(server)).and_then(|o| crate::runner::run_pair(&o)) {
+            Ok(summary) => match summary.sizes.last().map(|s| &s.figures) {
+                Some(Figures::Bw(bw)) => Outcome::Measured {
+                    bw_gbps: bw.bw_avg_gbps,
+                    lat_us: None,
+                },
+                _ => Outcome::Error {
+                    error: "write_bw ended without a figure".into(),
+                },
+            },
+            Err(e) => Outcome::Error {
+                error: format!("{e:#}"),
+            },
+        }
+    };
+    Measurement {
+        round,
+        from: me,
+        to: partner,
+        outcome,
+    }
+}
+
+/// This rank serves its partner's direction on `listener`: one session.
+///
+/// # Errors
+/// When the test fails on this side (the partner reports its own view;
+/// the error goes to stderr).
+pub fn serve(test: &PairTest, device: &DeviceSelection, listener: &Listener) -> anyhow::Result<()> {
+    if test.simulate {
+        return Ok(());
+    }
+    let opts = options(test, device, None)?;
+    crate::runner::serve_on(&opts, listener).map(|_| ())
+}
+
+/// `--simulate`'s figure for `me` → `partner`.
+fn simulated(me: Rank, partner: Rank, slow: &[Rank]) -> Outcome {
+    let gbps = if slow.contains(&me) || slow.contains(&partner) {
+        SIMULATED_SLOW_GBPS
+    } else {
+        // A little spread, as real links have (under 1 %).
+        SIMULATED_GBPS - f64::from((me.wrapping_mul(31) ^ partner) % 8) * 0.1
+    };
+    Outcome::Measured {
+        bw_gbps: gbps,
+        lat_us: None,
+    }
+}
+
+/// The address a partner reaches: `--pair-address`, else the local
+/// address of this rank's connection to rank 0 (the interface that
+/// reaches the cluster).
+pub fn reachable_address(flag: Option<&str>, to_coordinator: Option<SocketAddr>) -> String {
+    match (flag, to_coordinator) {
+        (Some(a), _) => a.to_owned(),
+        (None, Some(local)) => local.ip().to_string(),
+        (None, None) => "127.0.0.1".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::RoleOptions;
+
+    fn test() -> PairTest {
+        PairTest {
+            size: 1 << 20,
+            duration_s: 2,
+            qps: 2,
+            rdma_cm: false,
+            timeout_s: 10,
+            simulate: false,
+        }
+    }
+
+    #[test]
+    fn a_direction_is_write_bw_with_rank_0s_flags_and_this_ranks_device() {
+        let dev = DeviceSelection {
+            name: Some("rxe1".into()),
+            port: Some(1),
+            gid_index: Some(1),
+        };
+        let o = options(&test(), &dev, Some(("169.254.10.2", 40123))).unwrap();
+        assert_eq!(o.spec, TestSpec::WRITE_BW);
+        assert_eq!(o.connection.port, 40123);
+        assert_eq!(o.devices, std::slice::from_ref(&dev));
+        assert!(!o.output.stdout_table && !o.local.banner);
+        let RoleOptions::Client { server, config } = &o.role else {
+            panic!("not a client: {:?}", o.role);
+        };
+        assert_eq!(server, "169.254.10.2");
+        let crate::options::Configuration::Bw(bw) = config else {
+            panic!("not a bandwidth test");
+        };
+        assert_eq!(bw.sizes, [1 << 20]);
+        assert_eq!(bw.qps, 2);
+        let server = options(&test(), &dev, None).unwrap();
+        assert!(!server.is_client());
+        assert_eq!(server.connection.accept_timeout, test().direction_bound());
+    }
+
+    #[test]
+    fn rdma_cm_reaches_both_sides() {
+        let t = PairTest {
+            rdma_cm: true,
+            ..test()
+        };
+        let dev = DeviceSelection::default();
+        assert!(
+            options(&t, &dev, Some(("169.254.10.2", 1)))
+                .unwrap()
+                .connection
+                .rdma_cm
+        );
+        assert!(options(&t, &dev, None).unwrap().connection.rdma_cm);
+    }
+
+    #[test]
+    fn a_slow_rank_gets_a_low_figure_both_ways() {
+        let bw = |me, partner| match simulated(me, partner, &[2]) {
+            Outcome::Measured { bw_gbps, .. } => bw_gbps,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(bw(2, 0), SIMULATED_SLOW_GBPS);
+        assert_eq!(bw(0, 2), SIMULATED_SLOW_GBPS);
+        assert!(bw(0, 1) > SIMULATED_GBPS * 0.99);
+    }
+}

@@ -1,0 +1,224 @@
+//! One rank's life: bind the pair listener (port 0, held: no free-port
+//! race), start the coordinator when this is rank 0, join it with
+//! retries until `--rendezvous-timeout`, take the table, then run each
+//! round it is sent — both directions with its partner, one after the
+//! other — and report; at the end print its line and exit with the run's
+//! code. Every wait on rank 0 is bounded.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use engine::cluster::pair_test::PairTest;
+use engine::cluster::rendezvous::Identity;
+use engine::cluster::schedule::Rank;
+use engine::cluster::verdict::EXIT_RANKS_MISSING;
+use engine::proto::wire::{self, Message};
+
+use super::ClusterPlan;
+use super::coordinator;
+use super::pair;
+use crate::oob::{Channel, Listener};
+
+/// Slack on every wait for rank 0 beyond the bounds it keeps itself.
+const COORDINATOR_SLACK: Duration = Duration::from_secs(30);
+
+/// The rank's run; its exit code (rank 0's: the verdicts'; the others':
+/// what rank 0 said, or 4 when rank 0 could not be reached or went away).
+///
+/// # Errors
+/// A usage error (a bad flag); other failures end in exit code 4 with
+/// the reason on stderr.
+pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
+    let me = plan.launch.rank;
+    let listener = Listener::bind("0.0.0.0", 0).context("binding this rank's pair listener")?;
+    let coordinating = if me == 0 {
+        let l = Listener::bind("0.0.0.0", plan.coordinator.port).with_context(|| {
+            format!(
+                "rank 0 cannot listen for the ranks on port {}",
+                plan.coordinator.port
+            )
+        })?;
+        let plan = plan.clone();
+        Some(
+            thread::Builder::new()
+                .name("coordinator".into())
+                .spawn(move || coordinator::run(&plan, &l))?,
+        )
+    } else {
+        None
+    };
+    let joined = take_part(plan, &listener);
+    let code = match coordinating {
+        Some(c) => {
+            // Rank 0's own part ended (or failed): the coordinator's code
+            // is the run's.
+            if let Err(e) = &joined {
+                eprintln!("rdmaperf cluster: rank 0: {e:#}");
+            }
+            match c.join() {
+                Ok(Ok(code)) => code,
+                Ok(Err(e)) => {
+                    eprintln!("rdmaperf cluster: coordinator: {e:#}");
+                    EXIT_RANKS_MISSING
+                }
+                Err(_) => bail!("the coordinator's thread panicked"),
+            }
+        }
+        None => match joined {
+            Ok((code, line)) => {
+                if plan.print_line && !line.is_empty() {
+                    println!("{line}");
+                }
+                code
+            }
+            Err(e) => {
+                if crate::stop::interrupted_by(&e).is_some() {
+                    return Err(e);
+                }
+                eprintln!("rdmaperf cluster: rank {me}: {e:#}");
+                EXIT_RANKS_MISSING
+            }
+        },
+    };
+    Ok(code)
+}
+
+/// Joins, runs the rounds, returns rank 0's exit code and this rank's
+/// line.
+fn take_part(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<(u8, String)> {
+    let me = plan.launch.rank;
+    let coordinator = &plan.coordinator;
+    let mut ch = Channel::connect(
+        &coordinator.host,
+        coordinator.port,
+        plan.rendezvous_timeout,
+        true,
+    )
+    .context("joining rank 0 (--rendezvous-timeout)")?;
+    let device = match (&plan.device.name, plan.test.simulate) {
+        (Some(d), _) => format!("{d}:{}", plan.device.port.unwrap_or(1)),
+        (None, true) => "simulated".into(),
+        (None, false) => first_device()?,
+    };
+    let identity = Identity {
+        rank: me,
+        size: plan.launch.size,
+        version: env!("CARGO_PKG_VERSION").into(),
+        host: host_name(),
+        pair_port: listener.port(),
+        address: pair::reachable_address(plan.pair_address.as_deref(), ch.local().ok()),
+        device,
+    };
+    ch.send(&Message::ClusterJoin { identity })?;
+    // Rank 0 answers when all have come or at its deadline.
+    ch.set_timeout(plan.rendezvous_timeout + COORDINATOR_SLACK);
+    let (members, test) = match ch.recv("the table of ranks from rank 0")? {
+        Message::ClusterTable {
+            members, config, ..
+        } => {
+            let test: PairTest = serde_json::from_value(config)
+                .context("rank 0 sent a test configuration this rank cannot read")?;
+            if let Some(p) = test.problem() {
+                bail!("rank 0 sent a test this rank refuses: {p}");
+            }
+            (members, test)
+        }
+        Message::ClusterEnd { exit_code, line } => {
+            return Ok((exit_code, wire::printable(&line, wire::MAX_PEER_TEXT)));
+        }
+        other => bail!("rank 0 sent {} instead of the table", other.name()),
+    };
+    let find = |r: Rank| members.iter().find(|m| m.rank == r);
+    // Between rounds rank 0 waits for the slowest pair.
+    ch.set_timeout(test.round_budget() + COORDINATOR_SLACK);
+    loop {
+        match ch.recv("the next round from rank 0")? {
+            Message::ClusterRound {
+                round,
+                partner,
+                serve,
+            } => {
+                let measurements = match partner.and_then(|p| find(p).map(|m| (p, m))) {
+                    Some((p, partner)) => {
+                        let started = Instant::now();
+                        let m = both_ways(plan, &test, listener, round, p, partner, serve);
+                        if plan.test.simulate {
+                            m
+                        } else {
+                            eprintln!(
+                                "rdmaperf cluster: rank {me}: round {round} with rank {p} in {:.1?}",
+                                started.elapsed()
+                            );
+                            m
+                        }
+                    }
+                    None => Vec::new(),
+                };
+                ch.send(&Message::ClusterReport {
+                    round,
+                    measurements,
+                })?;
+            }
+            Message::ClusterEnd { exit_code, line } => {
+                return Ok((exit_code, wire::printable(&line, wire::MAX_PEER_TEXT)));
+            }
+            other => bail!("rank 0 sent {} during the rounds", other.name()),
+        }
+    }
+}
+
+/// Both directions with `partner`: the serving rank serves first, then
+/// drives; its partner the other way round. What this rank drove is what
+/// it reports (its partner reports the other direction).
+fn both_ways(
+    plan: &ClusterPlan,
+    test: &PairTest,
+    listener: &Listener,
+    round: u32,
+    p: Rank,
+    partner: &Identity,
+    serve_first: bool,
+) -> Vec<engine::cluster::verdict::Measurement> {
+    let me = plan.launch.rank;
+    let serve = || {
+        if let Err(e) = pair::serve(test, &plan.device, listener) {
+            eprintln!("rdmaperf cluster: rank {me}: serving rank {p} in round {round}: {e:#}");
+        }
+    };
+    let send = || {
+        pair::send_to(
+            test,
+            &plan.device,
+            me,
+            p,
+            round,
+            (&partner.address, partner.pair_port),
+            &plan.simulate_slow,
+        )
+    };
+    let m = if serve_first {
+        serve();
+        send()
+    } else {
+        let m = send();
+        serve();
+        m
+    };
+    vec![m]
+}
+
+/// This host's name (the kernel's).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// The first device's name and its first active port, as `DEV:PORT`.
+fn first_device() -> anyhow::Result<String> {
+    let port = crate::setup::open_port(None, None, None)?;
+    Ok(format!("{}:{}", port.ctx.name(), port.port))
+}

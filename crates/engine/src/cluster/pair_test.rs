@@ -1,0 +1,150 @@
+//! What every pair runs: rank 0's test flags, sent to every rank in the
+//! table (`cluster_table`'s `config`) as the client of a test binary
+//! configures its server. Typed and bounded: a rank builds its own run
+//! from these fields and its own device flags, never from text it is
+//! sent.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Largest message size a pair test may ask for (perftest's `-s` cap is
+/// 2^31; a cluster check has no use for more than 64 MiB).
+pub const MAX_SIZE: u64 = 64 << 20;
+
+/// Longest a pair test's direction may run, seconds.
+pub const MAX_DURATION_S: u32 = 600;
+
+/// Most QPs per pair.
+pub const MAX_QPS: u32 = 64;
+
+/// The test of one pair (both directions, one after the other).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PairTest {
+    /// `write_bw`'s message size, bytes.
+    pub size: u64,
+    /// Seconds each direction runs (`write_bw -D`).
+    pub duration_s: u32,
+    /// QPs (`-q`).
+    pub qps: u32,
+    /// Connect through rdma_cm (`-R`; iWARP needs it).
+    pub rdma_cm: bool,
+    /// The bound on every wait for a peer, seconds (`--timeout`).
+    pub timeout_s: u32,
+    /// No device: a fabricated figure instead of a test (`--simulate`).
+    pub simulate: bool,
+}
+
+impl PairTest {
+    /// Why the test cannot be run, if it cannot: a field out of its
+    /// range (from a flag, or from a coordinator not to be trusted).
+    pub fn problem(&self) -> Option<String> {
+        if self.size == 0 || self.size > MAX_SIZE {
+            return Some(format!("-s/--size {} is not 1 to {MAX_SIZE}", self.size));
+        }
+        if self.duration_s == 0 || self.duration_s > MAX_DURATION_S {
+            return Some(format!(
+                "-D/--duration {} is not 1 to {MAX_DURATION_S} seconds",
+                self.duration_s
+            ));
+        }
+        if self.qps == 0 || self.qps > MAX_QPS {
+            return Some(format!("-q/--qp {} is not 1 to {MAX_QPS}", self.qps));
+        }
+        if self.timeout_s == 0 || self.timeout_s > 3_600 {
+            return Some(format!(
+                "--timeout {} is not 1 to 3600 seconds",
+                self.timeout_s
+            ));
+        }
+        None
+    }
+
+    /// The bound on one direction: its duration, the set-up and the
+    /// peer's bound twice (connect and the done exchange).
+    pub fn direction_bound(&self) -> Duration {
+        if self.simulate {
+            return Duration::from_secs(u64::from(self.timeout_s));
+        }
+        Duration::from_secs(u64::from(self.duration_s) + 2 * u64::from(self.timeout_s))
+    }
+
+    /// The coordinator's bound on a round: both directions, plus a margin
+    /// for the reports to come in.
+    pub fn round_budget(&self) -> Duration {
+        2 * self.direction_bound() + Duration::from_secs(5)
+    }
+
+    /// The time a round usually takes, for the plan's estimate, seconds.
+    pub fn typical_round_s(&self) -> f64 {
+        if self.simulate {
+            0.01
+        } else {
+            // Both directions, and about a second of set-up each.
+            2.0 * (f64::from(self.duration_s) + 1.0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn test() -> PairTest {
+        PairTest {
+            size: 1 << 20,
+            duration_s: 2,
+            qps: 1,
+            rdma_cm: false,
+            timeout_s: 10,
+            simulate: false,
+        }
+    }
+
+    #[test]
+    fn a_round_is_bounded_by_both_directions_and_a_margin() {
+        let t = test();
+        assert_eq!(t.direction_bound(), Duration::from_secs(22));
+        assert_eq!(t.round_budget(), Duration::from_secs(49));
+        assert_eq!(t.typical_round_s(), 6.0);
+    }
+
+    #[test]
+    fn fields_out_of_range_are_named() {
+        assert_eq!(test().problem(), None);
+        for (t, flag) in [
+            (PairTest { size: 0, ..test() }, "-s/--size"),
+            (
+                PairTest {
+                    size: MAX_SIZE + 1,
+                    ..test()
+                },
+                "-s/--size",
+            ),
+            (
+                PairTest {
+                    duration_s: 0,
+                    ..test()
+                },
+                "-D/--duration",
+            ),
+            (PairTest { qps: 65, ..test() }, "-q/--qp"),
+            (
+                PairTest {
+                    timeout_s: 0,
+                    ..test()
+                },
+                "--timeout",
+            ),
+        ] {
+            assert!(t.problem().is_some_and(|p| p.starts_with(flag)), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let text = r#"{"size":1,"duration_s":1,"qps":1,"rdma_cm":false,"timeout_s":1,"simulate":false,"json":"/etc/passwd"}"#;
+        assert!(serde_json::from_str::<PairTest>(text).is_err());
+    }
+}
