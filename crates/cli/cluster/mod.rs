@@ -109,6 +109,9 @@ pub struct ClusterArgs {
     /// Run N ranks as threads of this process (implies --simulate): the coordinator at scale on one machine.
     #[arg(long = "simulate-ranks", value_name = "N")]
     pub simulate_ranks: Option<u32>,
+    /// With --simulate: how long each fabricated direction takes, ms (rank 0's counts).
+    #[arg(long = "simulate-ms", value_name = "MS", default_value_t = 0)]
+    pub simulate_ms: u32,
     /// With --simulate: this rank's pairs get a fabricated low figure (a bad node, to see it found).
     #[arg(long = "simulate-slow", value_name = "RANK")]
     pub simulate_slow: Vec<u32>,
@@ -187,6 +190,7 @@ impl ClusterArgs {
             rdma_cm: self.rdma_cm,
             timeout_s: self.timeout,
             simulate: self.simulate,
+            simulate_ms: self.simulate_ms,
         };
         if let Some(p) = test.problem() {
             return Err(UsageError(p));

@@ -88,6 +88,9 @@ pub fn send_to(
     slow: &[Rank],
 ) -> Measurement {
     let outcome = if test.simulate {
+        std::thread::sleep(std::time::Duration::from_millis(u64::from(
+            test.simulate_ms,
+        )));
         simulated(me, partner, slow)
     } else {
         match options(test, device, Some(server)).and_then(|o| crate::runner::run_pair(&o)) {
@@ -164,6 +167,7 @@ mod tests {
             rdma_cm: false,
             timeout_s: 10,
             simulate: false,
+            simulate_ms: 0,
         }
     }
 

@@ -34,6 +34,8 @@ pub struct PairTest {
     pub timeout_s: u32,
     /// No device: a fabricated figure instead of a test (`--simulate`).
     pub simulate: bool,
+    /// With `simulate`: how long each fabricated direction takes, ms.
+    pub simulate_ms: u32,
 }
 
 impl PairTest {
@@ -52,6 +54,12 @@ impl PairTest {
         if self.qps == 0 || self.qps > MAX_QPS {
             return Some(format!("-q/--qp {} is not 1 to {MAX_QPS}", self.qps));
         }
+        if self.simulate_ms > 60_000 {
+            return Some(format!(
+                "--simulate-ms {} is not 0 to 60000",
+                self.simulate_ms
+            ));
+        }
         if self.timeout_s == 0 || self.timeout_s > 3_600 {
             return Some(format!(
                 "--timeout {} is not 1 to 3600 seconds",
@@ -65,7 +73,8 @@ impl PairTest {
     /// peer's bound twice (connect and the done exchange).
     pub fn direction_bound(&self) -> Duration {
         if self.simulate {
-            return Duration::from_secs(u64::from(self.timeout_s));
+            return Duration::from_millis(u64::from(self.simulate_ms))
+                + Duration::from_secs(u64::from(self.timeout_s));
         }
         Duration::from_secs(u64::from(self.duration_s) + 2 * u64::from(self.timeout_s))
     }
@@ -79,7 +88,7 @@ impl PairTest {
     /// The time a round usually takes, for the plan's estimate, seconds.
     pub fn typical_round_s(&self) -> f64 {
         if self.simulate {
-            0.01
+            2.0 * f64::from(self.simulate_ms) / 1e3 + 0.01
         } else {
             // Both directions, and about a second of set-up each.
             2.0 * (f64::from(self.duration_s) + 1.0)
@@ -99,6 +108,7 @@ mod tests {
             rdma_cm: false,
             timeout_s: 10,
             simulate: false,
+            simulate_ms: 0,
         }
     }
 
@@ -144,7 +154,7 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_refused() {
-        let text = r#"{"size":1,"duration_s":1,"qps":1,"rdma_cm":false,"timeout_s":1,"simulate":false,"json":"/etc/passwd"}"#;
+        let text = r#"{"size":1,"duration_s":1,"qps":1,"rdma_cm":false,"timeout_s":1,"simulate":false,"simulate_ms":0,"json":"/etc/passwd"}"#;
         assert!(serde_json::from_str::<PairTest>(text).is_err());
     }
 }

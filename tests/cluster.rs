@@ -1,0 +1,474 @@
+//! `rdmaperf cluster`: the whole driver — launch, rendezvous, rounds,
+//! verdicts, report files — over real connections. Host tests use
+//! `--simulate` (fabricated figures, no device) and real launchers where
+//! the point is the launcher (Open MPI's `mpirun`); the `#[ignore]`d
+//! tests run real write_bw pairs on soft-RoCE and soft-iWARP in the VM.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{TempDir, assert_promtool_clean, free_port};
+
+const RDMAPERF: &str = env!("CARGO_BIN_EXE_rdmaperf");
+
+/// `rdmaperf cluster ARGS` with only `env` from the launchers' variables
+/// (the test process's own are removed, so a CI under Slurm does not leak
+/// into it).
+fn cluster(args: &[&str], env: &[(&str, &str)]) -> Output {
+    command(args, env).output().expect("spawn rdmaperf cluster")
+}
+
+fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut c = Command::new(RDMAPERF);
+    c.arg("cluster").args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SLURM_")
+            || k.starts_with("OMPI_")
+            || k.starts_with("PMI_")
+            || [
+                "RANK",
+                "WORLD_SIZE",
+                "MASTER_ADDR",
+                "MASTER_PORT",
+                "TORCHELASTIC_RUN_ID",
+                "GROUP_RANK",
+            ]
+            .contains(&k.as_str())
+        {
+            c.env_remove(k);
+        }
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The report's three files, parsed: pairs.jsonl's records, summary.json,
+/// metrics.prom's text (checked with promtool).
+fn read_report(dir: &Path) -> (Vec<Value>, Value, String) {
+    let pairs = std::fs::read_to_string(dir.join("pairs.jsonl")).expect("pairs.jsonl");
+    let records: Vec<Value> = pairs
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap())
+            .expect("summary.json parses");
+    let metrics = std::fs::read_to_string(dir.join("metrics.prom")).expect("metrics.prom");
+    assert_promtool_clean(&metrics, "the cluster report's metrics.prom");
+    (records, summary, metrics)
+}
+
+/// Every direction of every pair of `n` ranks exactly once, no rank twice
+/// in one round.
+fn assert_all_pairs_once(records: &[Value], n: u64) {
+    let mut seen = BTreeSet::new();
+    let mut busy: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    for r in records {
+        let (src, dst, round) = (
+            r["src_rank"].as_u64().unwrap(),
+            r["dst_rank"].as_u64().unwrap(),
+            r["round"].as_u64().unwrap(),
+        );
+        assert_ne!(src, dst, "{r}");
+        assert!(seen.insert((src, dst)), "direction {src} -> {dst} twice");
+        let b = busy.entry(round).or_default();
+        // Both directions of a pair share the round: count the pair once.
+        if src < dst {
+            assert!(
+                b.insert(src) && b.insert(dst),
+                "a rank twice in round {round}"
+            );
+        }
+    }
+    assert_eq!(seen.len() as u64, n * (n - 1), "every ordered pair once");
+}
+
+#[test]
+fn all_pairs_of_8_simulated_ranks_cover_every_pair_once_and_the_report_parses() {
+    let dir = TempDir::new("cluster-8");
+    let out = cluster(
+        &[
+            "--simulate-ranks",
+            "8",
+            "--report",
+            dir.root().to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with("plan: all-pairs of 8 ranks: 28 pairs in 7 rounds of up to 4 pairs"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("cluster: PASS"), "{stdout}");
+    let (records, summary, metrics) = read_report(dir.root());
+    assert_all_pairs_once(&records, 8);
+    assert!(records.iter().all(|r| r["pass"] == true));
+    assert_eq!(summary["pass"], true);
+    assert_eq!(summary["exit_code"], 0);
+    assert_eq!(summary["nodes"].as_array().unwrap().len(), 8);
+    assert_eq!(
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("rdmaperf_cluster_pair_bandwidth_gbps{"))
+            .count(),
+        56
+    );
+}
+
+#[test]
+fn odd_n_gives_every_rank_one_bye_and_never_two_tests_at_once() {
+    let dir = TempDir::new("cluster-5");
+    let out = cluster(
+        &[
+            "--simulate-ranks",
+            "5",
+            "--report",
+            dir.root().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("plan: all-pairs of 5 ranks: 10 pairs in 5 rounds"));
+    let (records, _, _) = read_report(dir.root());
+    assert_all_pairs_once(&records, 5);
+}
+
+#[test]
+fn a_slow_node_fails_with_its_pairs_named_and_exit_3() {
+    let dir = TempDir::new("cluster-slow");
+    let out = cluster(
+        &[
+            "--simulate-ranks",
+            "6",
+            "--simulate-slow",
+            "3",
+            "--report",
+            dir.root().to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    let (records, summary, _) = read_report(dir.root());
+    for node in summary["nodes"].as_array().unwrap() {
+        let want = if node["rank"] == 3 { "FAIL" } else { "PASS" };
+        assert_eq!(node["verdict"], want, "{node}");
+    }
+    // Every failed direction is one of rank 3's, blamed on the node.
+    let failed: Vec<&Value> = records.iter().filter(|r| r["pass"] == false).collect();
+    assert_eq!(failed.len(), 10);
+    assert!(
+        failed
+            .iter()
+            .all(|r| r["src_rank"] == 3 || r["dst_rank"] == 3)
+    );
+    assert!(stdout.contains("NODE rank 3"), "{stdout}");
+}
+
+#[test]
+fn quick_mode_retests_a_suspect_against_good_ranks_and_names_the_node() {
+    let dir = TempDir::new("cluster-quick");
+    let out = cluster(
+        &[
+            "--simulate-ranks",
+            "8",
+            "--pattern",
+            "quick",
+            "--simulate-slow",
+            "2",
+            "--report",
+            dir.root().to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(
+        stdout.starts_with("plan: quick of 8 ranks: 4 pairs in 1 round"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("plan: retest of 2 suspect ranks"),
+        "{stdout}"
+    );
+    let (_, summary, _) = read_report(dir.root());
+    let verdict = |r: u64| {
+        summary["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["rank"] == r)
+            .unwrap()["verdict"]
+            .clone()
+    };
+    // Rank 2 fails against everyone; rank 6, its bisection partner,
+    // passes with the good ranks.
+    assert_eq!(verdict(2), "FAIL");
+    assert_eq!(verdict(6), "PASS");
+}
+
+/// `n` ranks as separate processes on a loopback coordinator.
+fn spawn_ranks(n: u32, extra: &[&str]) -> Vec<Child> {
+    let coordinator = format!("127.0.0.1:{}", free_port());
+    (0..n)
+        .map(|r| {
+            let (rank, size) = (r.to_string(), n.to_string());
+            let mut args = vec![
+                "--rank",
+                &rank,
+                "--size",
+                &size,
+                "--coordinator",
+                &coordinator,
+                "--simulate",
+            ];
+            args.extend_from_slice(extra);
+            command(&args, &[])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn a rank")
+        })
+        .collect()
+}
+
+#[test]
+fn a_rank_killed_mid_run_is_missing_its_pairs_reported_the_others_complete_exit_4() {
+    let dir = TempDir::new("cluster-kill");
+    let report = dir.root().to_str().unwrap().to_owned();
+    let mut ranks = spawn_ranks(
+        4,
+        &[
+            "--simulate-ms",
+            "400",
+            "--timeout",
+            "2",
+            "--report",
+            &report,
+        ],
+    );
+    // Rank 0's stderr says when the first round is over: kill rank 2 then.
+    let stderr = ranks[0].stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let started = Instant::now();
+    loop {
+        let line = lines.next().expect("rank 0 ended early").unwrap();
+        if line.contains("round 1 of 3") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no round ended"
+        );
+    }
+    ranks[2].kill().unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let took = started.elapsed();
+    let out: Vec<Output> = ranks
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let stdout = text(&out[0].stdout);
+    assert_eq!(
+        out[0].status.code(),
+        Some(4),
+        "{stdout}\n{}",
+        rest.join("\n")
+    );
+    // Within the rounds' bounds, not a hang: 2 more rounds of at most
+    // 2 × (0.4 + 2) + 5 s.
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert!(
+        stdout.contains("rank 2 ") && stdout.contains("MISSING"),
+        "{stdout}"
+    );
+    for r in [1, 3] {
+        assert_eq!(out[r].status.code(), Some(4), "rank {r}");
+        assert!(text(&out[r].stdout).starts_with(&format!("rank {r} ")));
+    }
+    let (records, summary, _) = read_report(dir.root());
+    assert_eq!(summary["missing_ranks"], serde_json::json!([2]));
+    // Every pair still has both directions; rank 2's later ones say why.
+    assert_eq!(records.len(), 12);
+    let missing = records.iter().filter(|r| r["peer_missing"] == true).count();
+    assert_eq!(missing, 4, "rank 2's pairs in rounds 2 and 3, both ways");
+    assert!(
+        records
+            .iter()
+            .filter(|r| r["src_rank"] != 2 && r["dst_rank"] != 2)
+            .all(|r| r["outcome"]["outcome"] == "measured")
+    );
+}
+
+#[test]
+fn a_rank_that_never_comes_is_named_and_the_run_ends_at_the_deadline_exit_4() {
+    let coordinator = format!("127.0.0.1:{}", free_port());
+    let spawn = |rank: &str| {
+        command(
+            &[
+                "--rank",
+                rank,
+                "--size",
+                "3",
+                "--coordinator",
+                &coordinator,
+                "--simulate",
+                "--rendezvous-timeout",
+                "3",
+            ],
+            &[],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+    };
+    let (r0, r1) = (spawn("0"), spawn("1"));
+    let (o0, o1) = (
+        r0.wait_with_output().unwrap(),
+        r1.wait_with_output().unwrap(),
+    );
+    let stdout = text(&o0.stdout);
+    assert_eq!(o0.status.code(), Some(4), "{stdout}");
+    assert!(stdout.contains("rank 2 ?: MISSING"), "{stdout}");
+    assert!(text(&o0.stderr).contains("rank 2 did not join within --rendezvous-timeout"));
+    assert_eq!(o1.status.code(), Some(4));
+}
+
+#[test]
+fn a_size_disagreement_is_refused_with_both_sizes_named() {
+    let coordinator = format!("127.0.0.1:{}", free_port());
+    let spawn = |rank: &str, size: &str| {
+        command(
+            &[
+                "--rank",
+                rank,
+                "--size",
+                size,
+                "--coordinator",
+                &coordinator,
+                "--simulate",
+                "--rendezvous-timeout",
+                "3",
+            ],
+            &[],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+    };
+    let (r0, r1) = (spawn("0", "2"), spawn("1", "3"));
+    let o1 = r1.wait_with_output().unwrap();
+    let o0 = r0.wait_with_output().unwrap();
+    let err = text(&o1.stderr);
+    assert!(
+        err.contains("rank 1 on") && err.contains("says the job has 3 ranks, rank 0 says 2"),
+        "{err}"
+    );
+    assert_eq!(o1.status.code(), Some(4));
+    assert_eq!(o0.status.code(), Some(4));
+}
+
+#[test]
+fn launcher_mistakes_are_usage_errors_that_say_what_to_do() {
+    // The batch-script mistake: SLURM_PROCID without a step.
+    let out = cluster(
+        &["--simulate"],
+        &[
+            ("SLURM_JOB_ID", "77"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_JOB_NODELIST", "node[1-4]"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("srun"), "{}", text(&out.stderr));
+    // mpirun without Slurm names no coordinator.
+    let out = cluster(
+        &["--simulate"],
+        &[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "4")],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--coordinator"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A flag that contradicts the launcher.
+    let out = cluster(
+        &["--simulate", "--rank", "2", "--coordinator", "127.0.0.1:1"],
+        &[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "4")],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    // One rank has no pairs.
+    let out = cluster(&["--rank", "0", "--size", "1", "--simulate"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("at least 2 ranks"));
+    // An unknown pattern.
+    let out = cluster(&["--simulate-ranks", "4", "--pattern", "star"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--pattern"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn mpirun_launches_4_ranks_that_find_each_other() {
+    // A real Open MPI launcher (Debian's openmpi-bin): rank and size come
+    // from OMPI_COMM_WORLD_*.
+    let dir = TempDir::new("cluster-mpirun");
+    let coordinator = format!("127.0.0.1:{}", free_port());
+    let out = Command::new("mpirun")
+        .args([
+            "-np",
+            "4",
+            "--oversubscribe",
+            "--allow-run-as-root",
+            RDMAPERF,
+            "cluster",
+            "--coordinator",
+            &coordinator,
+            "--simulate",
+            "--report",
+            dir.root().to_str().unwrap(),
+        ])
+        .output()
+        .expect("mpirun (Debian's openmpi-bin) runs");
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("rank 0 of 4 (Open MPI)"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("plan: all-pairs of 4 ranks: 6 pairs in 3 rounds"));
+    let (records, _, _) = read_report(dir.root());
+    assert_all_pairs_once(&records, 4);
+}
