@@ -370,18 +370,6 @@ fn coordinate(
     let took = started.elapsed().as_secs_f64();
     let node_lines = report::node_lines(&judged, roster);
     let code = judged.exit_code();
-    // The ranks first: they wait for their line within a bound; the
-    // report is rank 0's to write.
-    for r in 0..size {
-        let line = node_lines.get(r as usize).cloned().unwrap_or_default();
-        ranks.send(
-            r,
-            &Message::ClusterEnd {
-                exit_code: code,
-                line,
-            },
-        );
-    }
     for line in &node_lines {
         writeln!(out, "{line}").map_err(crate::stdout_write_error)?;
     }
@@ -395,9 +383,24 @@ fn coordinate(
         if judged.pass() { "PASS" } else { "FAIL" }
     )
     .map_err(crate::stdout_write_error)?;
-    if let Some(dir) = &plan.coordinating.report {
-        write_report(dir, &all, &judged, roster, took)?;
+    // The report before the ranks' end: a launcher (mpirun) may kill
+    // rank 0 once another rank exits non-zero. The ranks' last wait
+    // allows for it (`rank::END_BOUND_PER_RANK`).
+    let written = match &plan.coordinating.report {
+        Some(dir) => write_report(dir, &all, &judged, roster, took),
+        None => Ok(()),
+    };
+    for r in 0..size {
+        let line = node_lines.get(r as usize).cloned().unwrap_or_default();
+        ranks.send(
+            r,
+            &Message::ClusterEnd {
+                exit_code: code,
+                line,
+            },
+        );
     }
+    written?;
     Ok(code)
 }
 

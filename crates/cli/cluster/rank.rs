@@ -23,6 +23,11 @@ use crate::oob::{Channel, Listener};
 /// Slack on every wait for rank 0 beyond the bounds it keeps itself.
 const COORDINATOR_SLACK: Duration = Duration::from_secs(30);
 
+/// Rank 0 judges and writes the report before the ranks' end: per rank
+/// in the job, the extra time a rank allows for it (1,024 ranks: a
+/// million directions, 430 MB of report, ~35 s measured).
+pub const END_BOUND_PER_RANK: Duration = Duration::from_millis(100);
+
 /// The rank's run; its exit code (rank 0's: the verdicts'; the others':
 /// what rank 0 said, or 4 when rank 0 could not be reached or went away).
 ///
@@ -130,8 +135,9 @@ fn take_part(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<(u8, Str
         other => bail!("rank 0 sent {} instead of the table", other.name()),
     };
     let find = |r: Rank| members.iter().find(|m| m.rank == r);
-    // Between rounds rank 0 waits for the slowest pair.
-    ch.set_timeout(test.round_budget() + COORDINATOR_SLACK);
+    // Between rounds rank 0 waits for the slowest pair; after the last,
+    // it judges and writes the report.
+    ch.set_timeout(test.round_budget() + COORDINATOR_SLACK + END_BOUND_PER_RANK * plan.launch.size);
     loop {
         match ch.recv("the next round from rank 0")? {
             Message::ClusterRound {
