@@ -472,3 +472,323 @@ fn mpirun_launches_4_ranks_that_find_each_other() {
     let (records, _, _) = read_report(dir.root());
     assert_all_pairs_once(&records, 4);
 }
+
+// ---------------------------------------------------------------------------
+// In the VM (scripts/test: scripts/vm-run --devices 2 --siw --siw-hosts 4):
+// real write_bw pairs. Under emulation the figures spread widely (a pair
+// on one rxe device is faster than one across the veth), so the healthy
+// runs judge against a loose relative rule; the fault test's rate limit is
+// ten times below the slowest healthy figure.
+
+/// The loose relative rule for runs under emulation.
+const EMULATED_RELATIVE_BW: &str = "0.05";
+
+/// A shell that runs `rdmaperf cluster -d rxe<RANK % 2> ARGS` with the
+/// rank from `rank_var` (each rank on one of the two rxe devices).
+fn on_alternate_rxe(rank_var: &str) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!(r#"exec "$0" cluster -d rxe$(( ${rank_var} % 2 )) "$@""#),
+        RDMAPERF.into(),
+    ]
+}
+
+fn vm_report_checks(dir: &Path, n: u64) -> (Vec<Value>, Value) {
+    let (records, summary, _) = read_report(dir);
+    assert_all_pairs_once(&records, n);
+    assert!(
+        records.iter().all(|r| r["outcome"]["outcome"] == "measured"
+            && r["outcome"]["bw_gbps"].as_f64() > Some(0.0)),
+        "every direction measured: {records:#?}"
+    );
+    (records, summary)
+}
+
+#[test]
+#[ignore = "needs rxe0 and rxe1: scripts/vm-run --devices 2 (scripts/test)"]
+fn mpirun_runs_4_ranks_on_soft_roce_and_measures_every_direction() {
+    let dir = TempDir::new("cluster-vm-mpirun");
+    let coordinator = format!("127.0.0.1:{}", free_port());
+    let mut args: Vec<String> = ["-np", "4", "--oversubscribe", "--allow-run-as-root"]
+        .map(String::from)
+        .to_vec();
+    args.extend(on_alternate_rxe("OMPI_COMM_WORLD_RANK"));
+    args.extend(
+        [
+            "--coordinator",
+            &coordinator,
+            "-D",
+            "1",
+            "-s",
+            "65536",
+            "--relative-bw",
+            EMULATED_RELATIVE_BW,
+            "--report",
+            dir.root().to_str().unwrap(),
+        ]
+        .map(String::from),
+    );
+    let out = Command::new("mpirun").args(&args).output().unwrap();
+    let stdout = text(&out.stdout);
+    eprintln!("{stdout}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("plan: all-pairs of 4 ranks: 6 pairs in 3 rounds"));
+    for r in 0..4 {
+        assert!(
+            stdout.contains(&format!("rank {r} ")),
+            "rank {r}'s line: {stdout}"
+        );
+    }
+    let (_, summary) = vm_report_checks(dir.root(), 4);
+    assert_eq!(summary["pass"], true);
+}
+
+#[test]
+#[ignore = "needs rxe0 and rxe1 and Debian's slurm-wlm: scripts/vm-run --devices 2 (scripts/test)"]
+fn srun_runs_4_and_3_ranks_on_a_real_single_node_slurm() {
+    let conf = Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scripts/slurm-single-node"
+    ))
+    .output()
+    .unwrap();
+    assert!(conf.status.success(), "{}", text(&conf.stderr));
+    let conf = text(&conf.stdout).trim().to_owned();
+    for n in [4u64, 3] {
+        let dir = TempDir::new(&format!("cluster-vm-srun-{n}"));
+        let mut args: Vec<String> = vec!["-n".into(), n.to_string(), "-O".into()];
+        args.extend(on_alternate_rxe("SLURM_PROCID"));
+        args.extend(
+            [
+                "-D",
+                "1",
+                "-s",
+                "65536",
+                "--relative-bw",
+                EMULATED_RELATIVE_BW,
+                "--report",
+                dir.root().to_str().unwrap(),
+            ]
+            .map(String::from),
+        );
+        let out = Command::new("srun")
+            .env("SLURM_CONF", &conf)
+            .args(&args)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        eprintln!("{stdout}");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "srun -n {n}: {stdout}\n{stderr}"
+        );
+        // The coordinator from Slurm's node list, the rank from the step.
+        assert!(
+            stderr.contains(&format!("rank 0 of {n} (Slurm (srun))")),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("(the first host of SLURM_STEP_NODELIST)"),
+            "{stderr}"
+        );
+        // 4 ranks: 3 rounds; 3 ranks: 3 rounds, each rank idle in one.
+        let rounds = 3;
+        assert!(
+            stdout.contains(&format!(
+                "plan: all-pairs of {n} ranks: {} pairs in {rounds} rounds",
+                n * (n - 1) / 2
+            )),
+            "{stdout}"
+        );
+        vm_report_checks(dir.root(), n);
+    }
+}
+
+/// Runs `ip netns exec rdmaperf-h<h> ARGS` to completion.
+fn in_host(h: usize, args: &[&str]) -> Output {
+    let ns = format!("rdmaperf-h{h}");
+    Command::new("ip")
+        .args(["netns", "exec", &ns])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Removes a rate limit on a host's rail 0 when dropped.
+struct RateLimit(usize);
+
+impl Drop for RateLimit {
+    fn drop(&mut self) {
+        let _ = in_host(self.0, &["tc", "qdisc", "del", "dev", "rail0", "root"]);
+    }
+}
+
+#[test]
+#[ignore = "needs 4 iWARP hosts in namespaces: scripts/vm-run --siw --siw-hosts 4 (scripts/test)"]
+fn four_siw_hosts_find_the_one_whose_link_is_rate_limited() {
+    let hosts: usize = std::env::var("RDMAPERF_TEST_SIW_HOSTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .expect("RDMAPERF_TEST_SIW_HOSTS: run scripts/test (scripts/vm-run --siw-hosts 4)");
+    assert!(hosts >= 4, "4 hosts needed, the harness has {hosts}");
+    // Host 2 sends at 2 Mbit/s: ten times below siw's slowest healthy
+    // figure under emulation.
+    let limit = in_host(
+        2,
+        &[
+            "tc", "qdisc", "add", "dev", "rail0", "root", "tbf", "rate", "2mbit", "burst", "16kb",
+            "latency", "500ms",
+        ],
+    );
+    assert!(limit.status.success(), "tc: {}", text(&limit.stderr));
+    let _undo = RateLimit(2);
+    let dir = TempDir::new("cluster-vm-siw");
+    let coordinator = format!("169.254.10.1:{}", free_port());
+    let ranks: Vec<Child> = (0..4)
+        .map(|h| {
+            let ns = format!("rdmaperf-h{h}");
+            let (rank, dev) = (h.to_string(), format!("siw_h{h}r0"));
+            let mut c = Command::new("ip");
+            c.args([
+                "netns", "exec", &ns, RDMAPERF, "cluster", "--rank", &rank, "--size", "4",
+            ])
+            .args([
+                "--coordinator",
+                &coordinator,
+                "-d",
+                &dev,
+                "-R",
+                "-D",
+                "1",
+                "-s",
+                "65536",
+            ])
+            .args(["--relative-bw", "0.3", "--timeout", "5"]);
+            if h == 0 {
+                c.args(["--report", dir.root().to_str().unwrap()]);
+            }
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let out: Vec<Output> = ranks
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let stdout = text(&out[0].stdout);
+    eprintln!("{stdout}");
+    assert_eq!(
+        out[0].status.code(),
+        Some(3),
+        "{stdout}\n{}",
+        text(&out[0].stderr)
+    );
+    let (records, summary, _) = read_report(dir.root());
+    assert_all_pairs_once(&records, 4);
+    for node in summary["nodes"].as_array().unwrap() {
+        let want = if node["rank"] == 2 { "FAIL" } else { "PASS" };
+        assert_eq!(node["verdict"], want, "{node}\n{stdout}");
+    }
+    // Every failed direction is host 2's sending, named with both ranks.
+    for r in records.iter().filter(|r| r["pass"] == false) {
+        assert_eq!(r["src_rank"], 2, "{r}");
+    }
+    assert!(
+        stdout.contains("rank 2 -> ") || stdout.contains("rank 2 rdmaperf"),
+        "{stdout}"
+    );
+    for r in 1..4 {
+        assert_eq!(out[r].status.code(), Some(3), "rank {r}");
+    }
+}
+
+#[test]
+#[ignore = "needs rxe0 and rxe1: scripts/vm-run --devices 2 (scripts/test)"]
+fn a_rank_killed_during_real_pair_tests_is_missing_and_the_others_finish() {
+    let dir = TempDir::new("cluster-vm-kill");
+    let coordinator = format!("127.0.0.1:{}", free_port());
+    let mut ranks: Vec<Child> = (0..4)
+        .map(|r| {
+            let (rank, dev) = (r.to_string(), format!("rxe{}", r % 2));
+            let mut c = command(
+                &[
+                    "--rank",
+                    &rank,
+                    "--size",
+                    "4",
+                    "--coordinator",
+                    &coordinator,
+                    "-d",
+                    &dev,
+                    "-D",
+                    "1",
+                    "-s",
+                    "65536",
+                    "--timeout",
+                    "3",
+                    "--relative-bw",
+                    EMULATED_RELATIVE_BW,
+                ],
+                &[],
+            );
+            if r == 0 {
+                c.args(["--report", dir.root().to_str().unwrap()]);
+            }
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Rank 0's stderr says when the first round is over: kill rank 3 as
+    // the second starts, in the middle of its pair's test.
+    let stderr = ranks[0].stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let started = Instant::now();
+    loop {
+        let line = lines.next().expect("rank 0 ended early").unwrap();
+        if line.contains("round 1 of 3") {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    ranks[3].kill().unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let took = started.elapsed();
+    let out: Vec<Output> = ranks
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let stdout = text(&out[0].stdout);
+    eprintln!("{stdout}\n{}", rest.join("\n"));
+    assert_eq!(out[0].status.code(), Some(4), "{stdout}");
+    assert!(
+        stdout.contains("rank 3 ") && stdout.contains("MISSING"),
+        "{stdout}"
+    );
+    // Two more rounds of at most 2 × (1 + 2 × 3) + 5 s each.
+    assert!(took < Duration::from_secs(60), "{took:?}");
+    let (records, summary, _) = read_report(dir.root());
+    assert_eq!(summary["missing_ranks"], serde_json::json!([3]));
+    assert_all_pairs_once(&records, 4);
+    // The pairs without rank 3 were measured.
+    assert!(
+        records
+            .iter()
+            .filter(|r| r["src_rank"] != 3 && r["dst_rank"] != 3)
+            .all(|r| r["outcome"]["outcome"] == "measured"),
+        "{records:#?}"
+    );
+    for r in [1, 2] {
+        assert_eq!(out[r].status.code(), Some(4), "rank {r}");
+    }
+}
