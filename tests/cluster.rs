@@ -424,6 +424,17 @@ fn launcher_mistakes_are_usage_errors_that_say_what_to_do() {
     let out = cluster(&["--rank", "0", "--size", "1", "--simulate"], &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("at least 2 ranks"));
+    // A report directory that cannot be made.
+    let out = cluster(
+        &["--simulate-ranks", "2", "--report", "/proc/no/such/dir"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--report"),
+        "{}",
+        text(&out.stderr)
+    );
     // An unknown pattern.
     let out = cluster(&["--simulate-ranks", "4", "--pattern", "star"], &[]);
     assert_eq!(out.status.code(), Some(2));

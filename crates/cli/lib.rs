@@ -3,7 +3,9 @@
 //! [`runner::main`]. One command line ([`args`]), one session runner
 //! ([`runner`]) over the control channel ([`oob`], [`session`]), the
 //! resources of a side ([`side`]), the measured loops ([`measure`]), the
-//! output routing ([`output`]), the device inventory and exit-code policy.
+//! output routing ([`output`]), the device inventory and exit-code policy;
+//! `rdmaperf`'s subcommands ([`fabric`]) and cluster mode ([`cluster`]:
+//! many ranks, each pair's test through the same runner).
 //! All device access goes through the `verbs` crate, all pure logic is in
 //! `engine`.
 

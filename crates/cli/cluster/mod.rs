@@ -97,7 +97,7 @@ pub struct ClusterArgs {
     /// A direction below this fraction of the cluster's best bandwidth FAILs.
     #[arg(long = "relative-bw", value_name = "FRACTION", default_value_t = DEFAULT_RELATIVE_BW)]
     pub relative_bw: f64,
-    /// Rank 0 writes pairs.jsonl, summary.json and metrics.prom here.
+    /// Rank 0 writes pairs.jsonl, summary.json and metrics.prom here (created if missing).
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
     /// The address partners reach this rank's tests at (default: the local address of its connection to rank 0).
@@ -245,11 +245,6 @@ impl ClusterArgs {
                     .map_err(|e| UsageError(format!("--pattern: {e}")))?,
             ),
         };
-        if let Some(dir) = &self.report
-            && launch.rank == 0
-        {
-            crate::check_writable("--report", &dir.join("summary.json"))?;
-        }
         if let Some(&bad) = self.simulate_slow.iter().find(|&&r| r >= launch.size) {
             return Err(UsageError(format!(
                 "--simulate-slow {bad}: the job has {} ranks",
@@ -258,6 +253,15 @@ impl ClusterArgs {
         }
         if !self.simulate_slow.is_empty() && !self.simulate {
             return Err(UsageError("--simulate-slow needs --simulate".into()));
+        }
+        // Last, once every flag is good: rank 0 creates the report's
+        // directory (as `mkdir -p`) and checks it can write there.
+        if let Some(dir) = &self.report
+            && launch.rank == 0
+        {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| UsageError(format!("--report: cannot create {dir:?}: {e}")))?;
+            crate::check_writable("--report", &dir.join("summary.json"))?;
         }
         Ok(ClusterPlan {
             launch,
