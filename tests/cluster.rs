@@ -122,6 +122,7 @@ fn all_pairs_of_8_simulated_ranks_cover_every_pair_once_and_the_report_parses() 
     let (records, summary, metrics) = read_report(dir.root());
     assert_all_pairs_once(&records, 8);
     assert!(records.iter().all(|r| r["pass"] == true));
+    assert!(records.iter().all(|r| r["src_device"] == "simulated"));
     assert_eq!(summary["pass"], true);
     assert_eq!(summary["exit_code"], 0);
     assert_eq!(summary["nodes"].as_array().unwrap().len(), 8);
@@ -508,6 +509,15 @@ fn on_alternate_rxe(rank_var: &str) -> Vec<String> {
 fn vm_report_checks(dir: &Path, n: u64) -> (Vec<Value>, Value) {
     let (records, summary, _) = read_report(dir);
     assert_all_pairs_once(&records, n);
+    // Each rank on rxe<rank % 2>, port 1.
+    for r in &records {
+        for (rank, dev) in [
+            (&r["src_rank"], &r["src_device"]),
+            (&r["dst_rank"], &r["dst_device"]),
+        ] {
+            assert_eq!(dev, &format!("rxe{}:1", rank.as_u64().unwrap() % 2), "{r}");
+        }
+    }
     assert!(
         records.iter().all(|r| r["outcome"]["outcome"] == "measured"
             && r["outcome"]["bw_gbps"].as_f64() > Some(0.0)),

@@ -97,7 +97,16 @@ fn cluster_metrics_are_promtool_clean_whatever_the_host_names() {
         Some("b\\s".into()),
         Some("c\nd".into()),
     ];
-    let text = report::metrics(&all, &verdict, report::Roster { hosts: &hosts }, 1.5).render();
+    let text = report::metrics(
+        &all,
+        &verdict,
+        report::Roster {
+            hosts: &hosts,
+            devices: &[],
+        },
+        1.5,
+    )
+    .render();
     assert!(text.contains("rdmaperf_cluster_pair_pass{"), "{text}");
     assert_promtool_clean(&text, "cluster metrics");
 }

@@ -366,7 +366,14 @@ fn coordinate(
         all.len(),
         judging.elapsed()
     );
-    let roster = Roster { hosts: &hosts };
+    let devices: Vec<Option<String>> = members
+        .iter()
+        .map(|m| m.as_ref().map(|m| m.device.clone()))
+        .collect();
+    let roster = Roster {
+        hosts: &hosts,
+        devices: &devices,
+    };
     let took = started.elapsed().as_secs_f64();
     let node_lines = report::node_lines(&judged, roster);
     let code = judged.exit_code();

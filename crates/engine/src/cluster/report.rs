@@ -20,6 +20,8 @@ use crate::proto::wire::{MAX_PEER_TEXT, printable};
 pub struct Roster<'a> {
     /// Per rank, its host as it said (None: never arrived).
     pub hosts: &'a [Option<String>],
+    /// Per rank, its device as `DEV:PORT` (None or absent: unknown).
+    pub devices: &'a [Option<String>],
 }
 
 impl Roster<'_> {
@@ -27,6 +29,14 @@ impl Roster<'_> {
     pub fn host(&self, r: Rank) -> String {
         match self.hosts.get(r as usize) {
             Some(Some(h)) => printable(h, MAX_PEER_TEXT),
+            _ => "?".into(),
+        }
+    }
+
+    /// Rank r's device, printable, or `?` when unknown.
+    pub fn device(&self, r: Rank) -> String {
+        match self.devices.get(r as usize) {
+            Some(Some(d)) => printable(d, MAX_PEER_TEXT),
             _ => "?".into(),
         }
     }
@@ -91,6 +101,10 @@ pub struct PairRecord<'a> {
     pub dst_rank: Rank,
     /// The receiving rank's host.
     pub dst_host: String,
+    /// The sending rank's device, `DEV:PORT`.
+    pub src_device: String,
+    /// The receiving rank's device.
+    pub dst_device: String,
     /// What happened (figures, error, or peer missing).
     pub outcome: &'a Outcome,
     /// Whether it passed (false when the peer was missing: see
@@ -119,6 +133,8 @@ pub fn pair_records<'a>(
             src_host: roster.host(m.from),
             dst_rank: m.to,
             dst_host: roster.host(m.to),
+            src_device: roster.device(m.from),
+            dst_device: roster.device(m.to),
             outcome: &m.outcome,
             pass: d.pass,
             peer_missing: d.peer_missing,
@@ -410,7 +426,10 @@ mod tests {
     #[test]
     fn stdout_names_each_node_and_every_failed_direction_with_its_hosts() {
         let (all, v, hosts) = run();
-        let roster = Roster { hosts: &hosts };
+        let roster = Roster {
+            hosts: &hosts,
+            devices: &[],
+        };
         assert_eq!(
             node_lines(&v, roster),
             [
@@ -434,7 +453,10 @@ mod tests {
     #[test]
     fn the_records_parse_as_json_and_name_hosts_verdicts_and_missing_ranks() {
         let (all, v, hosts) = run();
-        let roster = Roster { hosts: &hosts };
+        let roster = Roster {
+            hosts: &hosts,
+            devices: &[],
+        };
         let records = pair_records(&all, &v, roster);
         assert_eq!(records.len(), 12);
         let line = serde_json::to_string(&records[0]).unwrap();
@@ -464,7 +486,16 @@ mod tests {
     #[test]
     fn the_metrics_carry_each_direction_with_its_hosts_and_each_nodes_verdict() {
         let (all, v, hosts) = run();
-        let text = metrics(&all, &v, Roster { hosts: &hosts }, 12.5).render();
+        let text = metrics(
+            &all,
+            &v,
+            Roster {
+                hosts: &hosts,
+                devices: &[],
+            },
+            12.5,
+        )
+        .render();
         assert!(
             text.contains("# TYPE rdmaperf_cluster_pair_bandwidth_gbps gauge\n"),
             "{text}"
