@@ -8,7 +8,7 @@
 //! connections are the ranks' own.
 
 use std::collections::HashMap;
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -304,6 +304,7 @@ fn coordinate(
     let mut all: Vec<Measurement> = Vec::new();
     let mut index = 0u32;
     let mut round_times: Vec<Duration> = Vec::new();
+    let mut unmeasured = 0usize;
     let cpu_at_start = thread_cpu();
     let mut run_rounds = |rounds: &[Round],
                           all: &mut Vec<Measurement>,
@@ -311,21 +312,22 @@ fn coordinate(
                           ranks: &mut Ranks,
                           label: &str|
      -> anyhow::Result<()> {
-        for round in rounds {
+        for (k, round) in rounds.iter().enumerate() {
             let round_started = Instant::now();
             let got = run_round(index, round, test, rx, alive, ranks)?;
             round_times.push(round_started.elapsed());
-            let failed = got
+            unmeasured += got
                 .iter()
                 .filter(|m| !matches!(m.outcome, Outcome::Measured { .. }))
                 .count();
             all.extend(got);
             index += 1;
-            eprintln!(
-                "rdmaperf cluster: {label} {index} of {}: {} pairs; {failed} directions in error or with a peer missing",
+            progress(&format!(
+                "rdmaperf cluster: {label} {} of {}: {} pairs; {unmeasured} directions in error or with a peer missing so far",
+                k + 1,
                 rounds.len(),
                 round.pairs.len()
-            );
+            ));
         }
         Ok(())
     };
@@ -355,6 +357,7 @@ fn coordinate(
             run_rounds(&retest, &mut all, &mut alive, &mut ranks, "retest round")?;
         }
     }
+    progress_done();
     if let Some(line) = round_time_line(&round_times, thread_cpu().saturating_sub(cpu_at_start)) {
         eprintln!("rdmaperf cluster: {line}");
     }
@@ -549,6 +552,23 @@ fn run_round(
         ranks.writer.remove(&r);
     }
     Ok(measurements)
+}
+
+/// A round's progress line on stderr: rewritten in place on a terminal
+/// (a progress bar of one line), one line each in a log.
+fn progress(line: &str) {
+    if std::io::stderr().is_terminal() {
+        crate::session::show_progress(line);
+    } else {
+        eprintln!("{line}");
+    }
+}
+
+/// Ends the progress line on a terminal.
+fn progress_done() {
+    if std::io::stderr().is_terminal() {
+        eprintln!();
+    }
 }
 
 /// The rounds' wall times and the deciding thread's CPU time over them,

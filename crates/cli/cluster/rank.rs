@@ -134,7 +134,14 @@ fn take_part(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<(u8, Str
         }
         other => bail!("rank 0 sent {} instead of the table", other.name()),
     };
-    let find = |r: Rank| members.iter().find(|m| m.rank == r);
+    // The table is in rank order (a table out of order finds nothing:
+    // the pair is then skipped, never a panic).
+    let find = |r: Rank| {
+        members
+            .binary_search_by_key(&r, |m| m.rank)
+            .ok()
+            .map(|i| &members[i])
+    };
     // Between rounds rank 0 waits for the slowest pair; after the last,
     // it judges and writes the report.
     ch.set_timeout(test.round_budget() + COORDINATOR_SLACK + END_BOUND_PER_RANK * plan.launch.size);
