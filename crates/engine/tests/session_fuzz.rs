@@ -354,7 +354,8 @@ fn expect_at(rest: &[u8]) -> (Expect, usize, usize) {
         return (Expect::Flags, HEADER_LEN, 0);
     }
     let len = u32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]);
-    if len > MAX_PAYLOAD {
+    // Each kind's own cap: a cluster table may claim up to 32 MiB.
+    if len > wire::max_payload(rest[6]) {
         return (Expect::TooLarge, HEADER_LEN, 0);
     }
     if wire::kind_name(rest[6]).is_none() {
@@ -376,7 +377,10 @@ fn agrees(expect: Expect, got: &Result<Message, WireError>) -> bool {
         Err(WireError::VersionMismatch { .. }) => expect == Expect::Version,
         Err(WireError::BadFlags(_)) => expect == Expect::Flags,
         Err(WireError::TooLarge { len, max }) => {
-            expect == Expect::TooLarge && *len > MAX_PAYLOAD && *max == MAX_PAYLOAD
+            // The cap is the frame kind's own (a cluster table's is larger).
+            expect == Expect::TooLarge
+                && *len > *max
+                && (*max == MAX_PAYLOAD || *max == wire::MAX_TABLE_PAYLOAD)
         }
         Err(WireError::UnknownKind(_)) => expect == Expect::Kind,
         Err(WireError::Malformed { .. } | WireError::TooMany { .. } | WireError::TooFew { .. }) => {
@@ -456,7 +460,10 @@ fn read_all(bytes: &[u8]) -> Result<Run, TestCaseError> {
             probe.max_ask,
             bound
         );
-        prop_assert!(probe.max_ask <= MAX_PAYLOAD as usize);
+        let cap = bytes
+            .get(pos + 6)
+            .map_or(MAX_PAYLOAD, |&k| wire::max_payload(k));
+        prop_assert!(probe.max_ask <= cap as usize);
         match got {
             Ok(msg) => {
                 run.messages += 1;

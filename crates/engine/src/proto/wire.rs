@@ -89,8 +89,9 @@ pub const MAX_TABLE_PAYLOAD: u32 = 32 << 20;
 /// up to 64 rails, with room to spare.
 pub const MAX_REPORT_MEASUREMENTS: usize = 256;
 
-/// Largest accepted payload of a frame of `kind`.
-fn max_payload(kind: u8) -> u32 {
+/// Largest accepted payload of a frame of `kind` (a cluster table's is
+/// [`MAX_TABLE_PAYLOAD`], every other kind's [`MAX_PAYLOAD`]).
+pub fn max_payload(kind: u8) -> u32 {
     if kind == KIND_CLUSTER_TABLE {
         MAX_TABLE_PAYLOAD
     } else {
