@@ -231,25 +231,29 @@ fn quick_mode_retests_a_suspect_against_good_ranks_and_names_the_node() {
 fn spawn_ranks(n: u32, extra: &[&str]) -> Vec<Child> {
     let coordinator = format!("127.0.0.1:{}", free_port());
     (0..n)
-        .map(|r| {
-            let (rank, size) = (r.to_string(), n.to_string());
-            let mut args = vec![
-                "--rank",
-                &rank,
-                "--size",
-                &size,
-                "--coordinator",
-                &coordinator,
-                "--simulate",
-            ];
-            args.extend_from_slice(extra);
-            command(&args, &[])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn a rank")
-        })
+        .map(|r| spawn_rank(&coordinator, r, n, extra))
         .collect()
+}
+
+/// Rank `rank` of `size`, simulated, on `coordinator`, stdout and stderr
+/// piped.
+fn spawn_rank(coordinator: &str, rank: u32, size: u32, extra: &[&str]) -> Child {
+    let (rank, size) = (rank.to_string(), size.to_string());
+    let mut args = vec![
+        "--rank",
+        &rank,
+        "--size",
+        &size,
+        "--coordinator",
+        coordinator,
+        "--simulate",
+    ];
+    args.extend_from_slice(extra);
+    command(&args, &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn a rank")
 }
 
 #[test]
@@ -323,27 +327,8 @@ fn a_rank_killed_mid_run_is_missing_its_pairs_reported_the_others_complete_exit_
 #[test]
 fn a_rank_that_never_comes_is_named_and_the_run_ends_at_the_deadline_exit_4() {
     let coordinator = format!("127.0.0.1:{}", free_port());
-    let spawn = |rank: &str| {
-        command(
-            &[
-                "--rank",
-                rank,
-                "--size",
-                "3",
-                "--coordinator",
-                &coordinator,
-                "--simulate",
-                "--rendezvous-timeout",
-                "3",
-            ],
-            &[],
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-    };
-    let (r0, r1) = (spawn("0"), spawn("1"));
+    let spawn = |rank| spawn_rank(&coordinator, rank, 3, &["--rendezvous-timeout", "3"]);
+    let (r0, r1) = (spawn(0), spawn(1));
     let (o0, o1) = (
         r0.wait_with_output().unwrap(),
         r1.wait_with_output().unwrap(),
@@ -358,27 +343,8 @@ fn a_rank_that_never_comes_is_named_and_the_run_ends_at_the_deadline_exit_4() {
 #[test]
 fn a_size_disagreement_is_refused_with_both_sizes_named() {
     let coordinator = format!("127.0.0.1:{}", free_port());
-    let spawn = |rank: &str, size: &str| {
-        command(
-            &[
-                "--rank",
-                rank,
-                "--size",
-                size,
-                "--coordinator",
-                &coordinator,
-                "--simulate",
-                "--rendezvous-timeout",
-                "3",
-            ],
-            &[],
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-    };
-    let (r0, r1) = (spawn("0", "2"), spawn("1", "3"));
+    let spawn = |rank, size| spawn_rank(&coordinator, rank, size, &["--rendezvous-timeout", "3"]);
+    let (r0, r1) = (spawn(0, 2), spawn(1, 3));
     let o1 = r1.wait_with_output().unwrap();
     let o0 = r0.wait_with_output().unwrap();
     let err = text(&o1.stderr);

@@ -17,7 +17,6 @@ pub mod pair;
 pub mod rank;
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::thread;
 use std::time::Duration;
 
@@ -55,12 +54,9 @@ pub struct ClusterArgs {
     /// A custom schedule: lines `ROUND A B` (A and B ranks or host names); replaces --pattern.
     #[arg(long = "pairs-file", value_name = "FILE")]
     pub pairs_file: Option<PathBuf>,
-    /// This rank's RDMA device (default: the first).
-    #[arg(short = 'd', long = "ib-dev", value_name = "DEVICE")]
-    pub ib_dev: Option<String>,
-    /// This rank's port (default: the first active one).
-    #[arg(short = 'i', long = "ib-port", value_name = "PORT")]
-    pub ib_port: Option<u8>,
+    /// This rank's RDMA device and port (`-d`, `-i`), as the test binaries take them.
+    #[command(flatten)]
+    pub device: crate::args::DeviceArgs,
     /// This rank's GID index (default: chosen as perftest does).
     #[arg(short = 'x', long = "gid-index", value_name = "INDEX")]
     pub gid_index: Option<u32>,
@@ -268,8 +264,8 @@ impl ClusterArgs {
             coordinator,
             test,
             device: DeviceSelection {
-                name: self.ib_dev.clone(),
-                port: self.ib_port,
+                name: self.device.ib_dev.clone(),
+                port: self.device.ib_port,
                 gid_index: self.gid_index,
             },
             pair_address: self.pair_address.clone(),
@@ -288,11 +284,6 @@ impl ClusterArgs {
             },
         })
     }
-}
-
-/// `rdmaperf cluster`'s `main`.
-pub fn main(args: &ClusterArgs) -> ExitCode {
-    crate::finish("rdmaperf cluster", run(args))
 }
 
 /// Runs this rank (or, with `--simulate-ranks N`, N ranks as threads);

@@ -156,15 +156,13 @@ fn take_part(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<(u8, Str
                     Some((p, partner)) => {
                         let started = Instant::now();
                         let m = both_ways(plan, &test, listener, round, p, partner, serve);
-                        if plan.test.simulate {
-                            m
-                        } else {
+                        if !test.simulate {
                             eprintln!(
                                 "rdmaperf cluster: rank {me}: round {round} with rank {p} in {:.1?}",
                                 started.elapsed()
                             );
-                            m
                         }
+                        m
                     }
                     None => Vec::new(),
                 };
