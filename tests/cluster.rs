@@ -13,7 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{TempDir, assert_promtool_clean, free_port};
+use support::{TempDir, assert_promtool_clean, copy_dir, fixture, free_port};
 
 const RDMAPERF: &str = env!("CARGO_BIN_EXE_rdmaperf");
 
@@ -402,6 +402,21 @@ fn launcher_mistakes_are_usage_errors_that_say_what_to_do() {
         "{}",
         text(&out.stderr)
     );
+    // Latency thresholds without --latency; a percentile nobody reports.
+    for (args, flag) in [
+        (&["--max-latency", "5"][..], "--latency"),
+        (&["--latency", "--percentile", "p42"][..], "--percentile"),
+        (
+            &["--latency", "--relative-lat", "0.5"][..],
+            "--relative-lat",
+        ),
+    ] {
+        let mut all = vec!["--simulate-ranks", "2"];
+        all.extend_from_slice(args);
+        let out = cluster(&all, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(text(&out.stderr).contains(flag), "{}", text(&out.stderr));
+    }
     // An unknown pattern.
     let out = cluster(&["--simulate-ranks", "4", "--pattern", "star"], &[]);
     assert_eq!(out.status.code(), Some(2));
@@ -462,13 +477,32 @@ fn mpirun_launches_4_ranks_that_find_each_other() {
 /// The loose relative rule for runs under emulation.
 const EMULATED_RELATIVE_BW: &str = "0.05";
 
-/// A shell that runs `rdmaperf cluster -d rxe<RANK % 2> ARGS` with the
-/// rank from `rank_var` (each rank on one of the two rxe devices).
+/// The two rxe devices the VM gives (`RDMAPERF_TEST_DEVICE`,
+/// `RDMAPERF_TEST_DEVICE2`: rxe0 and rxe1, or the second set scripts/test's
+/// lane 2 runs on), which reach each other across one veth pair.
+fn two_devices() -> [String; 2] {
+    let second = std::env::var("RDMAPERF_TEST_DEVICE2")
+        .ok()
+        .filter(|d| !d.is_empty())
+        .expect("RDMAPERF_TEST_DEVICE2: run scripts/test (scripts/vm-run --devices 2)");
+    [support::test_device(), second]
+}
+
+/// The device rank `rank` runs on: the two devices by turns.
+fn device_of(rank: u64) -> String {
+    two_devices()[(rank % 2) as usize].clone()
+}
+
+/// A shell that runs `rdmaperf cluster -d DEVICE ARGS` with the rank from
+/// `rank_var`, each rank on one of the two devices ([`device_of`]).
 fn on_alternate_rxe(rank_var: &str) -> Vec<String> {
+    let [even, odd] = two_devices();
     vec![
         "sh".into(),
         "-c".into(),
-        format!(r#"exec "$0" cluster -d rxe$(( ${rank_var} % 2 )) "$@""#),
+        format!(
+            r#"case $(( ${rank_var} % 2 )) in 0) d={even} ;; *) d={odd} ;; esac; exec "$0" cluster -d "$d" "$@""#
+        ),
         RDMAPERF.into(),
     ]
 }
@@ -476,13 +510,17 @@ fn on_alternate_rxe(rank_var: &str) -> Vec<String> {
 fn vm_report_checks(dir: &Path, n: u64) -> (Vec<Value>, Value) {
     let (records, summary, _) = read_report(dir);
     assert_all_pairs_once(&records, n);
-    // Each rank on rxe<rank % 2>, port 1.
+    // Each rank on its device, port 1.
     for r in &records {
         for (rank, dev) in [
             (&r["src_rank"], &r["src_device"]),
             (&r["dst_rank"], &r["dst_device"]),
         ] {
-            assert_eq!(dev, &format!("rxe{}:1", rank.as_u64().unwrap() % 2), "{r}");
+            assert_eq!(
+                dev,
+                &format!("{}:1", device_of(rank.as_u64().unwrap())),
+                "{r}"
+            );
         }
     }
     assert!(
@@ -709,7 +747,7 @@ fn a_rank_killed_during_real_pair_tests_is_missing_and_the_others_finish() {
     let coordinator = format!("127.0.0.1:{}", free_port());
     let mut ranks: Vec<Child> = (0..4)
         .map(|r| {
-            let (rank, dev) = (r.to_string(), format!("rxe{}", r % 2));
+            let (rank, dev) = (r.to_string(), device_of(r));
             let mut c = command(
                 &[
                     "--rank",
@@ -782,4 +820,178 @@ fn a_rank_killed_during_real_pair_tests_is_missing_and_the_others_finish() {
     for r in [1, 2] {
         assert_eq!(out[r].status.code(), Some(4), "rank {r}");
     }
+}
+
+#[test]
+fn latency_per_pair_is_judged_on_the_chosen_percentile_and_reported_with_its_percentiles() {
+    // --simulate's latency: 2 µs, 10 µs with rank 2 (the slow node).
+    let dir = TempDir::new("cluster-lat");
+    let out = cluster(
+        &[
+            "--simulate-ranks",
+            "4",
+            "--latency",
+            "--max-latency",
+            "5",
+            "--percentile",
+            "p99",
+            "--simulate-slow",
+            "2",
+            "--report",
+            dir.root().to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let (records, summary, metrics) = read_report(dir.root());
+    assert_all_pairs_once(&records, 4);
+    for r in &records {
+        let lat = &r["outcome"]["latency"];
+        assert_eq!(lat["iterations"], 1000, "{r}");
+        for key in ["min_us", "p50_us", "p99_us", "p99_9_us", "max_us"] {
+            assert!(lat[key].as_f64() > Some(0.0), "{key}: {r}");
+        }
+        // The figure judged is the p99.
+        assert_eq!(r["outcome"]["lat_us"], lat["p99_us"], "{r}");
+        let slow = r["src_rank"] == 2 || r["dst_rank"] == 2;
+        assert_eq!(r["pass"], !slow, "{r}");
+        if slow {
+            let rules: Vec<&str> = r["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x["rule"].as_str().unwrap())
+                .collect();
+            assert!(
+                rules.contains(&"above_latency") && rules.contains(&"above_min_latency"),
+                "{r}"
+            );
+        }
+    }
+    assert_eq!(summary["nodes"][2]["verdict"], "FAIL");
+    assert_eq!(summary["min_lat_us"], 2.4, "the p99 of 2 µs (1.2 ×)");
+    assert!(
+        stdout.contains("12.00 us > 5.00 us allowed"),
+        "the slow node's p99 against --max-latency: {stdout}"
+    );
+    assert!(metrics.contains("rdmaperf_cluster_pair_latency_seconds{"));
+}
+
+#[test]
+fn expect_rate_auto_judges_each_direction_against_the_negotiated_rate_of_its_ports() {
+    // A copy of a machine's sysfs, where mlx5_1's port 1 says
+    // "200 Gb/sec (2X NDR)": the floor is 200 × 0.9 = 180 Gb/s, and
+    // --simulate's 100 Gb/s fails it in every direction.
+    let t = TempDir::new("cluster-rate");
+    copy_dir(&fixture("sysfs/complete"), t.root());
+    let rate =
+        std::fs::read_to_string(t.root().join("class/infiniband/mlx5_1/ports/1/rate")).unwrap();
+    assert_eq!(rate.trim(), "200 Gb/sec (2X NDR)");
+    let run = |efficiency: &str| {
+        cluster(
+            &[
+                "--simulate-ranks",
+                "4",
+                "-d",
+                "mlx5_1",
+                "--sysfs-root",
+                t.root().to_str().unwrap(),
+                "--expect-rate",
+                "auto",
+                "--min-efficiency",
+                efficiency,
+            ],
+            &[],
+        )
+    };
+    let out = run("0.9");
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let below = stdout
+        .lines()
+        .filter(|l| l.contains("Gb/s < 180.00 Gb/s expected"))
+        .count();
+    assert_eq!(below, 12, "every direction of 4 ranks: {stdout}");
+    // At 0.45 the floor is 90 Gb/s: all pass.
+    let out = run("0.45");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+}
+
+#[test]
+fn a_port_error_counter_rising_during_the_run_fails_the_ranks_on_that_port() {
+    let t = TempDir::new("cluster-counters");
+    copy_dir(&fixture("sysfs/complete"), t.root());
+    let counter = t
+        .root()
+        .join("class/infiniband/mlx5_1/ports/1/counters/symbol_error");
+    let before: u64 = std::fs::read_to_string(&counter)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let dir = TempDir::new("cluster-counters-report");
+    // 3 rounds of 2 × 1 s: the counter rises in the middle of the run.
+    let child = command(
+        &[
+            "--simulate-ranks",
+            "4",
+            "-d",
+            "mlx5_1",
+            "--sysfs-root",
+            t.root().to_str().unwrap(),
+            "--simulate-ms",
+            "1000",
+            "--report",
+            dir.root().to_str().unwrap(),
+        ],
+        &[],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    std::fs::write(&counter, format!("{}\n", before + 3)).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    // Every rank is on that port (one machine's tree): each fails with it
+    // named, though every figure passed.
+    let rose = format!(
+        "port error counters rose: counters/symbol_error {before} -> {}",
+        before + 3
+    );
+    for r in 0..4 {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("rank {r} ")))
+            .unwrap_or_else(|| panic!("no line for rank {r}: {stdout}"));
+        assert!(
+            line.contains(": FAIL 0 of 3 pairs failed") && line.contains(&rose),
+            "{line}"
+        );
+    }
+    let (records, summary, _) = read_report(dir.root());
+    assert!(records.iter().all(|r| r["pass"] == true));
+    assert_eq!(
+        summary["nodes"][1]["port_errors"][0]["name"],
+        "counters/symbol_error"
+    );
+    assert_eq!(summary["nodes"][1]["port_errors"][0]["after"], before + 3);
 }

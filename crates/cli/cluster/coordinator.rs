@@ -23,7 +23,8 @@ use engine::cluster::rendezvous::{
 };
 use engine::cluster::report::{self, Roster};
 use engine::cluster::schedule::{self, Pattern, Rank, Round, Schedule};
-use engine::cluster::verdict::{self, Measurement, Outcome};
+use engine::cluster::verdict::{self, Measurement, NodeFacts, Outcome};
+use engine::fabric::link::CounterRise;
 use engine::proto::wire::Message;
 
 use super::{ClusterPlan, ScheduleChoice};
@@ -306,6 +307,8 @@ fn coordinate(
     let mut round_times: Vec<Duration> = Vec::new();
     let mut unmeasured = 0usize;
     let cpu_at_start = thread_cpu();
+    // Per rank: the error counters of its port that rose (its last report's).
+    let mut port_errors: Vec<Vec<CounterRise>> = vec![Vec::new(); size as usize];
     let mut run_rounds = |rounds: &[Round],
                           all: &mut Vec<Measurement>,
                           alive: &mut Vec<bool>,
@@ -314,7 +317,7 @@ fn coordinate(
      -> anyhow::Result<()> {
         for (k, round) in rounds.iter().enumerate() {
             let round_started = Instant::now();
-            let got = run_round(index, round, test, rx, alive, ranks)?;
+            let got = run_round(index, round, test, rx, alive, ranks, &mut port_errors)?;
             round_times.push(round_started.elapsed());
             unmeasured += got
                 .iter()
@@ -332,9 +335,17 @@ fn coordinate(
         Ok(())
     };
     run_rounds(&schedule.rounds, &mut all, &mut alive, &mut ranks, "round")?;
+    // What each rank said about its port: its rate (--expect-rate auto).
+    let rates: Vec<Option<f64>> = members
+        .iter()
+        .map(|m| m.as_ref().and_then(|m| m.rate_gbps))
+        .collect();
     if pattern == Some(Pattern::Quick) {
         let missing: Vec<Rank> = (0..size).filter(|&r| !alive[r as usize]).collect();
-        let first = verdict::judge(size, &missing, &all, &plan.coordinating.thresholds);
+        // The retest is about figures: port errors are judged at the end.
+        let facts = node_facts(&rates, &[]);
+        let first =
+            verdict::judge_with(size, &missing, &all, &plan.coordinating.thresholds, &facts);
         let (suspects, good) = verdict::retest_candidates(size, &all, &first);
         let suspects: Vec<Rank> = suspects
             .into_iter()
@@ -363,7 +374,8 @@ fn coordinate(
     }
     let judging = Instant::now();
     let missing: Vec<Rank> = (0..size).filter(|&r| !alive[r as usize]).collect();
-    let judged = verdict::judge(size, &missing, &all, &plan.coordinating.thresholds);
+    let facts = node_facts(&rates, &port_errors);
+    let judged = verdict::judge_with(size, &missing, &all, &plan.coordinating.thresholds, &facts);
     eprintln!(
         "rdmaperf cluster: judged {} directions in {:.1?}",
         all.len(),
@@ -412,6 +424,19 @@ fn coordinate(
     }
     written?;
     Ok(code)
+}
+
+/// Each rank's [`NodeFacts`]: its port's rate and the error counters that
+/// rose (none when `port_errors` is empty).
+fn node_facts(rates: &[Option<f64>], port_errors: &[Vec<CounterRise>]) -> Vec<NodeFacts> {
+    rates
+        .iter()
+        .enumerate()
+        .map(|(r, &rate_gbps)| NodeFacts {
+            rate_gbps,
+            port_errors: port_errors.get(r).cloned().unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// Tells every rank the run is over with `code` and `line`.
@@ -472,6 +497,7 @@ fn run_round(
     rx: &Receiver<Event>,
     alive: &mut [bool],
     ranks: &mut Ranks,
+    port_errors: &mut [Vec<CounterRise>],
 ) -> anyhow::Result<Vec<Measurement>> {
     let size = alive.len();
     let mut partner: Vec<Option<(Rank, bool)>> = vec![None; size];
@@ -513,9 +539,13 @@ fn run_round(
                     Message::ClusterReport {
                         round,
                         measurements,
+                        port_errors: risen,
                     },
             }) if round == index => {
                 if let Some(rank) = ranks.rank(conn) {
+                    if let Some(slot) = port_errors.get_mut(rank as usize) {
+                        *slot = risen;
+                    }
                     tracker.report(RoundReport { rank, measurements });
                 }
             }

@@ -25,6 +25,7 @@ use engine::cluster::pair_test::PairTest;
 use engine::cluster::schedule::{Pattern, Rank};
 use engine::cluster::verdict::{DEFAULT_RELATIVE_BW, DEFAULT_RELATIVE_LAT, Thresholds};
 use engine::fabric::link::ExpectRate;
+use engine::results::lat::parse_max_latency;
 
 use crate::UsageError;
 use crate::args::{seconds_arg, size_arg};
@@ -80,8 +81,8 @@ pub struct ClusterArgs {
     /// The bound on every wait for a peer within a pair's test, seconds (rank 0's counts).
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub timeout: u32,
-    /// Expected rate in Gb/s: a direction below it × --min-efficiency FAILs (auto is not taken in cluster mode).
-    #[arg(long = "expect-rate", value_name = "GBPS")]
+    /// Expected rate: auto (the slower of each direction's two ports' negotiated rates) or Gb/s; a direction below it × --min-efficiency FAILs.
+    #[arg(long = "expect-rate", value_name = "auto|GBPS")]
     pub expect_rate: Option<ExpectRate>,
     /// The fraction of --expect-rate a direction must reach.
     #[arg(
@@ -93,6 +94,26 @@ pub struct ClusterArgs {
     /// A direction below this fraction of the cluster's best bandwidth FAILs.
     #[arg(long = "relative-bw", value_name = "FRACTION", default_value_t = DEFAULT_RELATIVE_BW)]
     pub relative_bw: f64,
+    /// Also measure latency: after each direction's write_bw, a write_lat the same way (1,000 round trips of 2 bytes; rank 0's counts).
+    #[arg(long)]
+    pub latency: bool,
+    /// With --latency: a direction whose --percentile exceeds this many usec FAILs.
+    #[arg(long = "max-latency", value_name = "USEC", value_parser = parse_max_latency)]
+    pub max_latency: Option<f64>,
+    /// With --latency: which figure is judged: median, p50, p90, p99, p99.9, p99.99, max, avg.
+    #[arg(long = "percentile", value_name = "P", default_value = "median")]
+    pub percentile: String,
+    /// With --latency: a direction above this multiple of the cluster's minimum latency FAILs.
+    #[arg(long = "relative-lat", value_name = "FACTOR", default_value_t = DEFAULT_RELATIVE_LAT)]
+    pub relative_lat: f64,
+    /// Read each rank's port rate and error counters below this directory instead of /sys.
+    #[arg(
+        long = "sysfs-root",
+        value_name = "DIR",
+        default_value = "/sys",
+        hide = true
+    )]
+    pub sysfs_root: PathBuf,
     /// Rank 0 writes pairs.jsonl, summary.json and metrics.prom here (created if missing).
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
@@ -146,6 +167,8 @@ pub struct ClusterPlan {
     pub device: DeviceSelection,
     /// `--pair-address`.
     pub pair_address: Option<String>,
+    /// Where this rank reads its port's rate and error counters.
+    pub sysfs_root: PathBuf,
     /// `--rendezvous-timeout`.
     pub rendezvous_timeout: Duration,
     /// `--simulate-slow`.
@@ -185,6 +208,8 @@ impl ClusterArgs {
             qps: self.qps,
             rdma_cm: self.rdma_cm,
             timeout_s: self.timeout,
+            latency: self.latency,
+            percentile: self.percentile.clone(),
             simulate: self.simulate,
             simulate_ms: self.simulate_ms,
         };
@@ -196,17 +221,22 @@ impl ClusterArgs {
                 "-x/--gid-index: rdma_cm (-R) picks the GID from the address".into(),
             ));
         }
-        let min_bw_gbps = match self.expect_rate {
-            None => None,
-            Some(ExpectRate::Auto) => {
-                return Err(UsageError(
-                    "--expect-rate: give the rate in Gb/s (auto is not taken in cluster mode yet: \
-                     the ranks' rates may differ)"
-                        .into(),
-                ));
-            }
-            Some(ExpectRate::Gbps(g)) => Some(g * self.min_efficiency),
+        let (min_bw_gbps, rate_efficiency) = match self.expect_rate {
+            None => (None, None),
+            Some(ExpectRate::Auto) => (None, Some(self.min_efficiency)),
+            Some(ExpectRate::Gbps(g)) => (Some(g * self.min_efficiency), None),
         };
+        if !self.latency && (self.max_latency.is_some() || self.percentile != "median") {
+            return Err(UsageError(
+                "--max-latency and --percentile judge latency: add --latency".into(),
+            ));
+        }
+        if !(self.relative_lat.is_finite() && self.relative_lat >= 1.0) {
+            return Err(UsageError(format!(
+                "--relative-lat {}: a factor of at least 1",
+                self.relative_lat
+            )));
+        }
         if !(self.min_efficiency > 0.0 && self.min_efficiency <= 1.0) {
             return Err(UsageError(format!(
                 "--min-efficiency {}: a fraction above 0, at most 1",
@@ -269,6 +299,7 @@ impl ClusterArgs {
                 gid_index: self.gid_index,
             },
             pair_address: self.pair_address.clone(),
+            sysfs_root: self.sysfs_root.clone(),
             rendezvous_timeout: self.rendezvous_timeout,
             simulate_slow: self.simulate_slow.clone(),
             print_line: true,
@@ -276,9 +307,10 @@ impl ClusterArgs {
                 schedule,
                 thresholds: Thresholds {
                     min_bw_gbps,
-                    max_lat_us: None,
+                    rate_efficiency,
+                    max_lat_us: self.max_latency,
                     relative_bw: self.relative_bw,
-                    relative_lat: DEFAULT_RELATIVE_LAT,
+                    relative_lat: self.relative_lat,
                 },
                 report: self.report.clone(),
             },

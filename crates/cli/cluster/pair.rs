@@ -7,14 +7,17 @@
 
 use std::net::SocketAddr;
 
+use anyhow::Context as _;
 use engine::bench::spec::TestSpec;
-use engine::cluster::pair_test::PairTest;
+use engine::cluster::pair_test::{LAT_ITERATIONS, LAT_SIZE, PairTest};
 use engine::cluster::schedule::Rank;
-use engine::cluster::verdict::{Measurement, Outcome};
+use engine::cluster::verdict::{Measurement, Outcome, PairLatency};
+use engine::results::lat::Percentile;
 use engine::results::record::Figures;
 
 use crate::oob::Listener;
 use crate::options::{DeviceSelection, RunOptions};
+use crate::runner::RunSummary;
 
 /// The figure `--simulate` fabricates for a healthy direction, Gb/s.
 pub const SIMULATED_GBPS: f64 = 100.0;
@@ -34,15 +37,43 @@ pub fn options(
     device: &DeviceSelection,
     server: Option<(&str, u16)>,
 ) -> anyhow::Result<RunOptions> {
-    let spec = TestSpec::WRITE_BW;
+    options_of(TestSpec::WRITE_BW, test, device, server)
+}
+
+/// The options of one direction's `write_lat` (`--latency`), as
+/// [`options`].
+///
+/// # Errors
+/// As [`options`].
+pub fn latency_options(
+    test: &PairTest,
+    device: &DeviceSelection,
+    server: Option<(&str, u16)>,
+) -> anyhow::Result<RunOptions> {
+    options_of(TestSpec::WRITE_LAT, test, device, server)
+}
+
+/// The options of `spec` (`write_bw` or `write_lat`) for one direction.
+fn options_of(
+    spec: TestSpec,
+    test: &PairTest,
+    device: &DeviceSelection,
+    server: Option<(&str, u16)>,
+) -> anyhow::Result<RunOptions> {
     let mut argv: Vec<String> = vec![spec.name().into()];
     let mut flag = |f: &str, v: String| {
         argv.push(f.into());
         argv.push(v);
     };
-    flag("-s", test.size.to_string());
-    flag("-D", test.duration_s.to_string());
-    flag("-q", test.qps.to_string());
+    let bw = spec == TestSpec::WRITE_BW;
+    if bw {
+        flag("-s", test.size.to_string());
+        flag("-D", test.duration_s.to_string());
+        flag("-q", test.qps.to_string());
+    } else {
+        flag("-s", LAT_SIZE.to_string());
+        flag("-n", LAT_ITERATIONS.to_string());
+    }
     flag("--timeout", test.timeout_s.to_string());
     // A server waits for its partner's previous direction to end.
     flag(
@@ -61,7 +92,9 @@ pub fn options(
     if let Some((_, port)) = server {
         flag("-p", port.to_string());
     }
-    argv.push("--report_gbits".into());
+    if bw {
+        argv.push("--report_gbits".into());
+    }
     if test.rdma_cm {
         argv.push("-R".into());
     }
@@ -77,7 +110,9 @@ pub fn options(
 }
 
 /// This rank drives data to `partner` at `server` (its address and pair
-/// port) in `round`: the measurement, an error included.
+/// port) in `round`: the measurement, an error included. With
+/// `--latency`, a `write_lat` the same way follows the `write_bw` (tried
+/// even when the `write_bw` failed: the partner serves both).
 pub fn send_to(
     test: &PairTest,
     device: &DeviceSelection,
@@ -91,22 +126,13 @@ pub fn send_to(
         std::thread::sleep(std::time::Duration::from_millis(u64::from(
             test.simulate_ms,
         )));
-        simulated(me, partner, slow)
+        simulated(test, me, partner, slow)
     } else {
-        match options(test, device, Some(server)).and_then(|o| crate::runner::run_pair(&o)) {
-            Ok(summary) => match summary.sizes.last().map(|s| &s.figures) {
-                Some(Figures::Bw(bw)) => Outcome::Measured {
-                    bw_gbps: bw.bw_avg_gbps,
-                    lat_us: None,
-                },
-                _ => Outcome::Error {
-                    error: "write_bw ended without a figure".into(),
-                },
-            },
-            Err(e) => Outcome::Error {
-                error: format!("{e:#}"),
-            },
-        }
+        let bw = options(test, device, Some(server)).and_then(|o| crate::runner::run_pair(&o));
+        let lat = test.latency.then(|| {
+            latency_options(test, device, Some(server)).and_then(|o| crate::runner::run_pair(&o))
+        });
+        measured(test, bw, lat)
     };
     Measurement {
         round,
@@ -116,7 +142,45 @@ pub fn send_to(
     }
 }
 
-/// This rank serves its partner's direction on `listener`: one session.
+/// The outcome of a direction from its `write_bw` and, with `--latency`,
+/// its `write_lat`: an error in either is the direction's error.
+fn measured(
+    test: &PairTest,
+    bw: anyhow::Result<RunSummary>,
+    lat: Option<anyhow::Result<RunSummary>>,
+) -> Outcome {
+    let error = |error: String| Outcome::Error { error };
+    let bw_gbps = match bw {
+        Ok(summary) => match summary.sizes.last().map(|s| &s.figures) {
+            Some(Figures::Bw(bw)) => bw.bw_avg_gbps,
+            _ => return error("write_bw ended without a figure".into()),
+        },
+        Err(e) => return error(format!("{e:#}")),
+    };
+    let latency = match lat {
+        None => None,
+        Some(Ok(summary)) => match summary.sizes.last().map(|s| &s.figures) {
+            Some(Figures::Lat(stats)) => Some(*stats),
+            _ => return error("write_lat ended without a figure".into()),
+        },
+        Some(Err(e)) => return error(format!("write_lat: {e:#}")),
+    };
+    let latency = latency.as_ref().map(PairLatency::of);
+    Outcome::Measured {
+        bw_gbps,
+        lat_us: latency.map(|l| l.at(judged(test))),
+        latency,
+    }
+}
+
+/// The latency figure judged (the percentile was checked when the test
+/// was taken).
+fn judged(test: &PairTest) -> Percentile {
+    test.judged_percentile().unwrap_or(Percentile::Median)
+}
+
+/// This rank serves its partner's direction on `listener`: one session,
+/// two with `--latency` (the `write_bw`, then the `write_lat`).
 ///
 /// # Errors
 /// When the test fails on this side (the partner reports its own view;
@@ -125,21 +189,45 @@ pub fn serve(test: &PairTest, device: &DeviceSelection, listener: &Listener) -> 
     if test.simulate {
         return Ok(());
     }
-    let opts = options(test, device, None)?;
-    crate::runner::serve_on(&opts, listener).map(|_| ())
+    let bw = options(test, device, None).and_then(|o| crate::runner::serve_on(&o, listener));
+    if test.latency {
+        let lat = latency_options(test, device, None)
+            .and_then(|o| crate::runner::serve_on(&o, listener))
+            .context("write_lat");
+        bw.and(lat).map(|_| ())
+    } else {
+        bw.map(|_| ())
+    }
 }
 
-/// `--simulate`'s figure for `me` → `partner`.
-fn simulated(me: Rank, partner: Rank, slow: &[Rank]) -> Outcome {
-    let gbps = if slow.contains(&me) || slow.contains(&partner) {
+/// `--simulate`'s figures for `me` → `partner` (a latency too with
+/// `--latency`: 2 µs, 10 µs with a slow rank).
+fn simulated(test: &PairTest, me: Rank, partner: Rank, slow: &[Rank]) -> Outcome {
+    let is_slow = slow.contains(&me) || slow.contains(&partner);
+    let gbps = if is_slow {
         SIMULATED_SLOW_GBPS
     } else {
         // A little spread, as real links have (under 1 %).
         SIMULATED_GBPS - f64::from((me.wrapping_mul(31) ^ partner) % 8) * 0.1
     };
+    let latency = test.latency.then(|| {
+        let us = if is_slow { 10.0 } else { 2.0 };
+        PairLatency {
+            iterations: LAT_ITERATIONS,
+            min_us: us * 0.9,
+            avg_us: us * 1.05,
+            p50_us: us,
+            p90_us: us * 1.1,
+            p99_us: us * 1.2,
+            p99_9_us: us * 1.5,
+            p99_99_us: us * 1.8,
+            max_us: us * 2.0,
+        }
+    });
     Outcome::Measured {
         bw_gbps: gbps,
-        lat_us: None,
+        lat_us: latency.map(|l| l.at(judged(test))),
+        latency,
     }
 }
 
@@ -166,6 +254,8 @@ mod tests {
             qps: 2,
             rdma_cm: false,
             timeout_s: 10,
+            latency: false,
+            percentile: "median".into(),
             simulate: false,
             simulate_ms: 0,
         }
@@ -198,6 +288,28 @@ mod tests {
     }
 
     #[test]
+    fn latency_is_write_lat_of_perftests_default_size_and_round_trips_on_the_same_device() {
+        let dev = DeviceSelection {
+            name: Some("rxe1".into()),
+            port: Some(1),
+            gid_index: None,
+        };
+        let o = latency_options(&test(), &dev, Some(("169.254.10.2", 40123))).unwrap();
+        assert_eq!(o.spec, TestSpec::WRITE_LAT);
+        assert_eq!(o.connection.port, 40123);
+        assert_eq!(o.devices, std::slice::from_ref(&dev));
+        let RoleOptions::Client { config, .. } = &o.role else {
+            panic!("not a client: {:?}", o.role);
+        };
+        let crate::options::Configuration::Lat(lat) = config else {
+            panic!("not a latency test: {config:?}");
+        };
+        assert_eq!(lat.sizes, [LAT_SIZE]);
+        assert_eq!(lat.iters, LAT_ITERATIONS);
+        assert!(!latency_options(&test(), &dev, None).unwrap().is_client());
+    }
+
+    #[test]
     fn rdma_cm_reaches_both_sides() {
         let t = PairTest {
             rdma_cm: true,
@@ -215,7 +327,7 @@ mod tests {
 
     #[test]
     fn a_slow_rank_gets_a_low_figure_both_ways() {
-        let bw = |me, partner| match simulated(me, partner, &[2]) {
+        let bw = |me, partner| match simulated(&test(), me, partner, &[2]) {
             Outcome::Measured { bw_gbps, .. } => bw_gbps,
             other => panic!("{other:?}"),
         };

@@ -13,6 +13,7 @@ use engine::cluster::pair_test::PairTest;
 use engine::cluster::rendezvous::Identity;
 use engine::cluster::schedule::Rank;
 use engine::cluster::verdict::EXIT_RANKS_MISSING;
+use engine::fabric::link::{CounterRise, CounterSnapshot, rises};
 use engine::proto::wire::{self, Message};
 
 use super::ClusterPlan;
@@ -106,6 +107,9 @@ fn take_part(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<(u8, Str
         (None, true) => "simulated".into(),
         (None, false) => first_device()?,
     };
+    // This rank's port: its rate (for --expect-rate auto) and its error
+    // counters before the first round; every report says which rose since.
+    let port = PortWatch::new(plan, &device);
     let identity = Identity {
         rank: me,
         size: plan.launch.size,
@@ -114,6 +118,7 @@ fn take_part(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<(u8, Str
         pair_port: listener.port(),
         address: pair::reachable_address(plan.pair_address.as_deref(), ch.local().ok()),
         device,
+        rate_gbps: port.as_ref().and_then(|p| p.rate_gbps),
     };
     ch.send(&Message::ClusterJoin { identity })?;
     // Rank 0 answers when all have come or at its deadline.
@@ -169,6 +174,7 @@ fn take_part(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<(u8, Str
                 ch.send(&Message::ClusterReport {
                     round,
                     measurements,
+                    port_errors: port.as_ref().map(PortWatch::risen).unwrap_or_default(),
                 })?;
             }
             Message::ClusterEnd { exit_code, line } => {
@@ -217,6 +223,51 @@ fn both_ways(
         m
     };
     vec![m]
+}
+
+/// This rank's port in sysfs: its rate, and its error counters when the
+/// rank joined.
+struct PortWatch {
+    sysfs_root: std::path::PathBuf,
+    device: String,
+    port: u8,
+    rate_gbps: Option<f64>,
+    before: CounterSnapshot,
+}
+
+impl PortWatch {
+    /// `device` is `DEV:PORT` (none for `--simulate` without `-d`).
+    fn new(plan: &ClusterPlan, device: &str) -> Option<Self> {
+        let (name, port) = device.rsplit_once(':')?;
+        let port: u8 = port.parse().ok()?;
+        let root = plan.sysfs_root.clone();
+        let rate_gbps = match crate::sysfs::read_rate(&root, name, port) {
+            Ok(r) => Some(r.gbps),
+            Err(e) => {
+                if !plan.test.simulate {
+                    eprintln!("rdmaperf cluster: rank {}: {e}", plan.launch.rank);
+                }
+                None
+            }
+        };
+        let before = crate::sysfs::snapshot_error_counters(&root, name, port);
+        Some(Self {
+            sysfs_root: root,
+            device: name.to_owned(),
+            port,
+            rate_gbps,
+            before,
+        })
+    }
+
+    /// The error counters that rose since the rank joined (at most the
+    /// wire's cap).
+    fn risen(&self) -> Vec<CounterRise> {
+        let now = crate::sysfs::snapshot_error_counters(&self.sysfs_root, &self.device, self.port);
+        let mut r = rises(&self.before, &now);
+        r.truncate(wire::MAX_REPORT_PORT_ERRORS);
+        r
+    }
 }
 
 /// This host's name (the kernel's).

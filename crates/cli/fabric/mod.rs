@@ -48,7 +48,7 @@ pub enum Command {
     /// Serve Prometheus metrics: /metrics (this host's ports) and /probe (a short test against a --persistent server).
     Exporter(exporter::ExporterArgs),
     /// Test every link of a cluster: launched once per node by srun, mpirun or torchrun; rank 0 reports.
-    Cluster(crate::cluster::ClusterArgs),
+    Cluster(Box<crate::cluster::ClusterArgs>),
 }
 
 /// `rdmaperf doctor` subcommands.

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::results::lat::Percentile;
+
 /// Largest message size a pair test may ask for (perftest's `-s` cap is
 /// 2^31; a cluster check has no use for more than 64 MiB).
 pub const MAX_SIZE: u64 = 64 << 20;
@@ -17,6 +19,13 @@ pub const MAX_DURATION_S: u32 = 600;
 
 /// Most QPs per pair.
 pub const MAX_QPS: u32 = 64;
+
+/// `--latency`: the round trips of each direction's `write_lat`
+/// (perftest's default `-n` for latency tests).
+pub const LAT_ITERATIONS: u64 = 1_000;
+
+/// `--latency`: `write_lat`'s message size, bytes (perftest's default).
+pub const LAT_SIZE: u64 = 2;
 
 /// The test of one pair (both directions, one after the other).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +41,12 @@ pub struct PairTest {
     pub rdma_cm: bool,
     /// The bound on every wait for a peer, seconds (`--timeout`).
     pub timeout_s: u32,
+    /// After each direction's `write_bw`, a `write_lat` the same way
+    /// (`--latency`): [`LAT_ITERATIONS`] round trips of [`LAT_SIZE`] bytes.
+    pub latency: bool,
+    /// Which latency figure is judged (`--percentile`: `median`, `p99`,
+    /// ...; [`Percentile`]'s text).
+    pub percentile: String,
     /// No device: a fabricated figure instead of a test (`--simulate`).
     pub simulate: bool,
     /// With `simulate`: how long each fabricated direction takes, ms.
@@ -54,6 +69,9 @@ impl PairTest {
         if self.qps == 0 || self.qps > MAX_QPS {
             return Some(format!("-q/--qp {} is not 1 to {MAX_QPS}", self.qps));
         }
+        if let Err(e) = self.judged_percentile() {
+            return Some(e);
+        }
         if self.simulate_ms > 60_000 {
             return Some(format!(
                 "--simulate-ms {} is not 0 to 60000",
@@ -69,14 +87,26 @@ impl PairTest {
         None
     }
 
+    /// The latency figure judged.
+    ///
+    /// # Errors
+    /// `percentile` is not one [`Percentile`] takes.
+    pub fn judged_percentile(&self) -> Result<Percentile, String> {
+        self.percentile.parse()
+    }
+
     /// The bound on one direction: its duration, the set-up and the
-    /// peer's bound twice (connect and the done exchange).
+    /// peer's bound twice (connect and the done exchange); with
+    /// `latency`, the same again for the `write_lat` (its round trips
+    /// are each bounded by the timeout, and take microseconds).
     pub fn direction_bound(&self) -> Duration {
+        let timeout = u64::from(self.timeout_s);
         if self.simulate {
             return Duration::from_millis(u64::from(self.simulate_ms))
-                + Duration::from_secs(u64::from(self.timeout_s));
+                + Duration::from_secs(timeout);
         }
-        Duration::from_secs(u64::from(self.duration_s) + 2 * u64::from(self.timeout_s))
+        let latency = if self.latency { 2 * timeout + 1 } else { 0 };
+        Duration::from_secs(u64::from(self.duration_s) + 2 * timeout + latency)
     }
 
     /// The coordinator's bound on a round: both directions, plus a margin
@@ -90,8 +120,10 @@ impl PairTest {
         if self.simulate {
             2.0 * f64::from(self.simulate_ms) / 1e3 + 0.01
         } else {
-            // Both directions, and about a second of set-up each.
-            2.0 * (f64::from(self.duration_s) + 1.0)
+            // Both directions, and about a second of set-up each (one
+            // more for a write_lat).
+            let latency = if self.latency { 1.0 } else { 0.0 };
+            2.0 * (f64::from(self.duration_s) + 1.0 + latency)
         }
     }
 }
@@ -107,6 +139,8 @@ mod tests {
             qps: 1,
             rdma_cm: false,
             timeout_s: 10,
+            latency: false,
+            percentile: "median".into(),
             simulate: false,
             simulate_ms: 0,
         }
@@ -118,6 +152,13 @@ mod tests {
         assert_eq!(t.direction_bound(), Duration::from_secs(22));
         assert_eq!(t.round_budget(), Duration::from_secs(49));
         assert_eq!(t.typical_round_s(), 6.0);
+        // A write_lat after each write_bw: its own connect and end bounds.
+        let t = PairTest {
+            latency: true,
+            ..test()
+        };
+        assert_eq!(t.direction_bound(), Duration::from_secs(43));
+        assert_eq!(t.typical_round_s(), 8.0);
     }
 
     #[test]
@@ -142,6 +183,13 @@ mod tests {
             (PairTest { qps: 65, ..test() }, "-q/--qp"),
             (
                 PairTest {
+                    percentile: "p42".into(),
+                    ..test()
+                },
+                "--percentile",
+            ),
+            (
+                PairTest {
                     timeout_s: 0,
                     ..test()
                 },
@@ -154,7 +202,7 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_refused() {
-        let text = r#"{"size":1,"duration_s":1,"qps":1,"rdma_cm":false,"timeout_s":1,"simulate":false,"simulate_ms":0,"json":"/etc/passwd"}"#;
+        let text = r#"{"size":1,"duration_s":1,"qps":1,"rdma_cm":false,"timeout_s":1,"latency":false,"percentile":"median","simulate":false,"simulate_ms":0,"json":"/etc/passwd"}"#;
         assert!(serde_json::from_str::<PairTest>(text).is_err());
     }
 }

@@ -19,7 +19,7 @@ use super::verdict::{Measurement, Outcome};
 pub const MAX_HOST_LEN: usize = 255;
 
 /// What a rank tells the coordinator when it arrives.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Identity {
     /// Its rank.
@@ -38,6 +38,10 @@ pub struct Identity {
     pub address: String,
     /// Its RDMA device and port, as `DEV:PORT` (for the reports).
     pub device: String,
+    /// That port's negotiated rate, Gb/s, when it could be read (for
+    /// `--expect-rate auto`).
+    #[serde(default)]
+    pub rate_gbps: Option<f64>,
 }
 
 /// Why the coordinator turned an arriving rank away.
@@ -433,6 +437,7 @@ mod tests {
             pair_port: 40000 + rank as u16,
             address: "169.254.10.1".into(),
             device: "rxe0:1".into(),
+            rate_gbps: None,
         }
     }
 
@@ -568,6 +573,7 @@ mod tests {
             outcome: Outcome::Measured {
                 bw_gbps: gbps,
                 lat_us: None,
+                latency: None,
             },
         }
     }
@@ -720,6 +726,7 @@ mod tests {
                                 outcome: Outcome::Measured {
                                     bw_gbps: bw(from, to),
                                     lat_us: None,
+                                    latency: None,
                                 },
                             })
                             .to_vec()

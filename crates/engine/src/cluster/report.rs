@@ -12,6 +12,7 @@ use super::schedule::{Pattern, Rank, Schedule};
 use super::verdict::{
     Blame, ClusterVerdict, Measurement, NodeStatus, Outcome, Reason, RoundVerdict,
 };
+use crate::fabric::link::CounterRise;
 use crate::fabric::prom::text::{Exposition, MetricType};
 use crate::proto::wire::{MAX_PEER_TEXT, printable};
 
@@ -146,7 +147,7 @@ pub fn pair_records<'a>(
 
 /// A node in `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NodeRecord {
+pub struct NodeRecord<'a> {
     /// Its rank.
     pub rank: Rank,
     /// Its host (`?` when it never arrived).
@@ -161,6 +162,8 @@ pub struct NodeRecord {
     pub peer_missing: usize,
     /// Its lowest bandwidth, Gb/s.
     pub worst_bw_gbps: Option<f64>,
+    /// Its port's error counters that rose during the run.
+    pub port_errors: &'a [CounterRise],
 }
 
 /// `summary.json`: the run's verdict as a whole.
@@ -173,7 +176,7 @@ pub struct Summary<'a> {
     /// Whether every node passed.
     pub pass: bool,
     /// Per node.
-    pub nodes: Vec<NodeRecord>,
+    pub nodes: Vec<NodeRecord<'a>>,
     /// The ranks that never arrived or died.
     pub missing_ranks: Vec<Rank>,
     /// The rounds judged slow (congestion).
@@ -207,6 +210,7 @@ pub fn summary<'a>(
                 failed: n.failed,
                 peer_missing: n.peer_missing,
                 worst_bw_gbps: n.worst_bw_gbps,
+                port_errors: &n.port_errors,
             })
             .collect(),
         missing_ranks: verdict
@@ -246,6 +250,17 @@ pub fn node_lines(verdict: &ClusterVerdict, roster: Roster<'_>) -> Vec<String> {
                 }
                 if n.peer_missing > 0 {
                     line.push_str(&format!(", {} with a peer missing", n.peer_missing));
+                }
+                if !n.port_errors.is_empty() {
+                    let rose: Vec<String> = n
+                        .port_errors
+                        .iter()
+                        .map(|c| format!("{} {} -> {}", c.name, c.before, c.after))
+                        .collect();
+                    line.push_str(&printable(
+                        &format!("; port error counters rose: {}", rose.join(", ")),
+                        MAX_PEER_TEXT,
+                    ));
                 }
             }
             line
@@ -313,7 +328,10 @@ pub fn metrics(
             ("dst_host", dst_host.as_str()),
             ("round", round.as_str()),
         ];
-        if let Outcome::Measured { bw_gbps, lat_us } = m.outcome {
+        if let Outcome::Measured {
+            bw_gbps, lat_us, ..
+        } = m.outcome
+        {
             e.sample(
                 "rdmaperf_cluster_pair_bandwidth_gbps",
                 "Bandwidth of one direction of one pair, Gb/s.",
@@ -402,6 +420,7 @@ mod tests {
                         Outcome::Measured {
                             bw_gbps: if from == 2 || to == 2 { 50.0 } else { 100.0 },
                             lat_us: Some(2.0),
+                            latency: None,
                         }
                     };
                     all.push(Measurement {
@@ -448,6 +467,31 @@ mod tests {
                     && l.contains("50.00 Gb/s < 0.93 × best 100.00 Gb/s")),
             "{failures:#?}"
         );
+    }
+
+    #[test]
+    fn a_node_whose_port_counters_rose_says_which_and_the_summary_lists_them() {
+        let (all, _, hosts) = run();
+        let mut facts = vec![crate::cluster::verdict::NodeFacts::default(); 4];
+        facts[0].port_errors = vec![CounterRise {
+            name: "hw_counters/out_of_seq_request\x1b[2J".into(),
+            before: 0,
+            after: 7,
+        }];
+        let v = crate::cluster::verdict::judge_with(4, &[3], &all, &Thresholds::default(), &facts);
+        let roster = Roster {
+            hosts: &hosts,
+            devices: &[],
+        };
+        assert_eq!(
+            node_lines(&v, roster)[0],
+            "rank 0 node-a: FAIL 1 of 2 pairs failed, worst 50.00 Gb/s, \
+             1 with a peer missing; port error counters rose: hw_counters/out_of_seq_request?[2J 0 -> 7"
+        );
+        let json = serde_json::to_value(summary(&v, roster, 1.0)).unwrap();
+        assert_eq!(json["nodes"][0]["verdict"], "FAIL");
+        assert_eq!(json["nodes"][0]["port_errors"][0]["after"], 7, "{json:#}");
+        assert_eq!(json["nodes"][1]["port_errors"], serde_json::json!([]));
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! The rules, and where they come from:
 //!
 //! - **Absolute** (`--expect-rate` × `--min-efficiency`, `--max-latency`):
-//!   what the link validation of a single run judges.
+//!   what the link validation of a single run judges. With
+//!   `--expect-rate auto` a direction's floor is the slower of its two
+//!   ports' negotiated rates (each rank reads its own) × the efficiency.
 //! - **Relative** (NVIDIA ClusterKit's defaults): bandwidth below 0.93 ×
 //!   the cluster's best, latency above 2.1 × its minimum.
 //! - **Slow round**: a round of at least [`MIN_PAIRS_FOR_SLOW_ROUND`]
@@ -19,12 +21,18 @@
 //!   does not put a link finding on every rank that met it).
 //!   A pair whose peer never arrived or died is "peer missing": neither a
 //!   pass nor a failure of the rank that was there.
+//! - **Port errors**: a rank whose port's error counters rose during the
+//!   run (sampled by the rank when it joined and with every round's
+//!   report) fails as a node, whatever its figures: the counter-delta
+//!   check of a single run, per node.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::schedule::Rank;
+use crate::fabric::link::CounterRise;
+use crate::results::lat::{LatStats, Percentile};
 use crate::results::verdict::EXIT_VERDICT_FAIL;
 
 /// ClusterKit's relative bandwidth threshold: a direction below this
@@ -45,6 +53,9 @@ pub struct Thresholds {
     /// Absolute bandwidth floor, Gb/s (the expected rate × the minimum
     /// efficiency), if any.
     pub min_bw_gbps: Option<f64>,
+    /// `--expect-rate auto`: the minimum efficiency, applied to the slower
+    /// of a direction's two ports' negotiated rates ([`NodeFacts`]).
+    pub rate_efficiency: Option<f64>,
     /// Absolute latency ceiling, µs (`--max-latency`), if any.
     pub max_lat_us: Option<f64>,
     /// Relative bandwidth threshold: the fraction of the cluster's best.
@@ -57,6 +68,7 @@ impl Default for Thresholds {
     fn default() -> Self {
         Self {
             min_bw_gbps: None,
+            rate_efficiency: None,
             max_lat_us: None,
             relative_bw: DEFAULT_RELATIVE_BW,
             relative_lat: DEFAULT_RELATIVE_LAT,
@@ -74,6 +86,9 @@ pub enum Outcome {
         bw_gbps: f64,
         /// Latency (the percentile judged), µs, when measured.
         lat_us: Option<f64>,
+        /// The latency's percentiles, when measured (`--latency`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        latency: Option<PairLatency>,
     },
     /// It failed or timed out: why.
     Error {
@@ -82,6 +97,76 @@ pub enum Outcome {
     },
     /// The peer never arrived or died before it: not this rank's failure.
     PeerMissing,
+}
+
+/// A direction's latency figures (`write_lat`'s, from its client), µs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PairLatency {
+    /// Round trips measured.
+    pub iterations: u64,
+    /// Smallest.
+    pub min_us: f64,
+    /// Mean.
+    pub avg_us: f64,
+    /// Median.
+    pub p50_us: f64,
+    /// 90th percentile.
+    pub p90_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p99_9_us: f64,
+    /// 99.99th percentile.
+    pub p99_99_us: f64,
+    /// Largest.
+    pub max_us: f64,
+}
+
+impl PairLatency {
+    /// The figures of a `write_lat` run.
+    pub fn of(s: &LatStats) -> Self {
+        Self {
+            iterations: s.iterations,
+            min_us: s.t_min_us,
+            avg_us: s.t_avg_us,
+            p50_us: s.p50_us,
+            p90_us: s.p90_us,
+            p99_us: s.p99_us,
+            p99_9_us: s.p99_9_us,
+            p99_99_us: s.p99_99_us,
+            max_us: s.t_max_us,
+        }
+    }
+
+    /// The figure `p` selects (as [`Percentile::value`] does on the
+    /// whole statistics).
+    pub fn at(&self, p: Percentile) -> f64 {
+        match p {
+            Percentile::Median => self.p50_us,
+            Percentile::Max => self.max_us,
+            Percentile::Avg => self.avg_us,
+            Percentile::P(q) => [
+                (50.0, self.p50_us),
+                (90.0, self.p90_us),
+                (99.0, self.p99_us),
+                (99.9, self.p99_9_us),
+                (99.99, self.p99_99_us),
+            ]
+            .into_iter()
+            .find(|&(r, _)| r >= q)
+            .map_or(self.max_us, |(_, v)| v),
+        }
+    }
+}
+
+/// What a rank says about its own port, for the node verdicts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeFacts {
+    /// Its port's negotiated rate, Gb/s, when it could be read.
+    pub rate_gbps: Option<f64>,
+    /// Its port's error counters that rose during the run.
+    pub port_errors: Vec<CounterRise>,
 }
 
 /// One direction of one pair's test: data flowing `from` → `to`.
@@ -275,6 +360,8 @@ pub struct NodeVerdict {
     pub peer_missing: usize,
     /// Its lowest bandwidth in either direction, Gb/s.
     pub worst_bw_gbps: Option<f64>,
+    /// Its port's error counters that rose during the run (any fails it).
+    pub port_errors: Vec<CounterRise>,
 }
 
 /// Everything the verdicts say about a run.
@@ -312,13 +399,38 @@ impl ClusterVerdict {
 
 /// Judges a run of `size` ranks: `missing` are the ranks that never
 /// arrived or died; `measurements` every direction of every pair,
-/// including the quick mode's retests.
+/// including the quick mode's retests. No rank's facts: see
+/// [`judge_with`].
 pub fn judge(
     size: u32,
     missing: &[Rank],
     measurements: &[Measurement],
     th: &Thresholds,
 ) -> ClusterVerdict {
+    judge_with(size, missing, measurements, th, &[])
+}
+
+/// [`judge`], with what each rank said about its port (indexed by rank;
+/// shorter than `size`, or empty, when some are unknown): the rates for
+/// `--expect-rate auto`, the error counters that rose.
+pub fn judge_with(
+    size: u32,
+    missing: &[Rank],
+    measurements: &[Measurement],
+    th: &Thresholds,
+    facts: &[NodeFacts],
+) -> ClusterVerdict {
+    let rate = |r: Rank| {
+        facts
+            .get(r as usize)
+            .and_then(|f| f.rate_gbps)
+            .filter(|g| g.is_finite() && *g > 0.0)
+    };
+    let port_errors = |r: Rank| {
+        facts
+            .get(r as usize)
+            .map_or(&[][..], |f| f.port_errors.as_slice())
+    };
     let best_bw = measurements
         .iter()
         .filter_map(Measurement::bw)
@@ -331,7 +443,14 @@ pub fn judge(
     // Every rule each direction fails.
     let reasons: Vec<Vec<Reason>> = measurements
         .iter()
-        .map(|m| rules_failed(m, th, best_bw, min_lat))
+        .map(|m| {
+            // --expect-rate auto: the slower of the two ports.
+            let floor = th.min_bw_gbps.or_else(|| {
+                let eff = th.rate_efficiency?;
+                Some(rate(m.from)?.min(rate(m.to)?) * eff)
+            });
+            rules_failed(m, th, floor, best_bw, min_lat)
+        })
         .collect();
 
     // Rounds: how many directions fail a relative rule.
@@ -408,7 +527,9 @@ pub fn judge(
         .iter()
         .enumerate()
         .map(|(r, (pairs, failed))| {
-            !missing.contains(&(r as Rank)) && *pairs >= 2 && failed.len() * 2 > *pairs
+            !missing.contains(&(r as Rank))
+                && ((*pairs >= 2 && failed.len() * 2 > *pairs)
+                    || !port_errors(r as Rank).is_empty())
         })
         .collect();
     let nodes: Vec<NodeVerdict> = (0..size)
@@ -439,6 +560,7 @@ pub fn judge(
                 failed,
                 peer_missing,
                 worst_bw_gbps: worst.get(rank as usize).copied().flatten(),
+                port_errors: port_errors(rank).to_vec(),
             }
         })
         .collect();
@@ -524,15 +646,19 @@ pub fn retest_candidates(
     (suspects, good)
 }
 
-/// Every rule `m` fails against `th` and the cluster's best and minimum.
+/// Every rule `m` fails against `th`, its absolute floor `floor` (Gb/s)
+/// and the cluster's best and minimum.
 fn rules_failed(
     m: &Measurement,
     th: &Thresholds,
+    floor: Option<f64>,
     best_bw: Option<f64>,
     min_lat: Option<f64>,
 ) -> Vec<Reason> {
     let (bw, lat) = match &m.outcome {
-        Outcome::Measured { bw_gbps, lat_us } => (*bw_gbps, *lat_us),
+        Outcome::Measured {
+            bw_gbps, lat_us, ..
+        } => (*bw_gbps, *lat_us),
         Outcome::Error { error } => {
             return vec![Reason::Error {
                 error: error.clone(),
@@ -541,7 +667,7 @@ fn rules_failed(
         Outcome::PeerMissing => return Vec::new(),
     };
     let mut out = Vec::new();
-    if let Some(min) = th.min_bw_gbps.filter(|&min| bw < min) {
+    if let Some(min) = floor.filter(|&min| bw < min) {
         out.push(Reason::BelowRate { measured: bw, min });
     }
     if let Some(best) = best_bw.filter(|&best| bw < th.relative_bw * best) {
@@ -578,6 +704,7 @@ mod tests {
             outcome: Outcome::Measured {
                 bw_gbps: gbps,
                 lat_us: None,
+                latency: None,
             },
         }
     }
@@ -663,6 +790,93 @@ mod tests {
                 assert!(d.pass);
             }
         }
+        assert_eq!(v.exit_code(), 3);
+    }
+
+    #[test]
+    fn expect_rate_auto_judges_each_direction_against_its_slower_port() {
+        // Ranks 0, 1 and 3 negotiated 200 Gb/s, rank 2 only 100 (a
+        // down-trained NIC); every direction runs at 95 Gb/s. Against the
+        // slower port × 0.9: 180 Gb/s between the 200s (fail), 90 with
+        // rank 2 (pass). Rank 2 is not blamed: its own port is slow, and
+        // its figures are right for it.
+        let facts: Vec<NodeFacts> = [200.0, 200.0, 100.0, 200.0]
+            .map(|g| NodeFacts {
+                rate_gbps: Some(g),
+                port_errors: Vec::new(),
+            })
+            .to_vec();
+        let th = Thresholds {
+            rate_efficiency: Some(0.9),
+            ..Thresholds::default()
+        };
+        let m = run(&FOUR, 95.0, &[]);
+        let v = judge_with(4, &[], &m, &th, &facts);
+        for (m, d) in m.iter().zip(&v.directions) {
+            if m.from == 2 || m.to == 2 {
+                assert!(d.pass, "{m:?}: {d:?}");
+            } else {
+                assert_eq!(
+                    d.reasons,
+                    [Reason::BelowRate {
+                        measured: 95.0,
+                        min: 180.0
+                    }],
+                    "{m:?}"
+                );
+            }
+        }
+        // 0, 1 and 3 fail 2 of their 3 pairs each: bad nodes all.
+        assert_eq!(
+            statuses(&v),
+            [
+                NodeStatus::Fail,
+                NodeStatus::Fail,
+                NodeStatus::Pass,
+                NodeStatus::Fail
+            ]
+        );
+        // A rate a rank could not read (or a peer's nonsense) sets no floor.
+        let mut unknown = facts.clone();
+        unknown[0].rate_gbps = None;
+        unknown[1].rate_gbps = Some(f64::NAN);
+        let v = judge_with(4, &[], &m, &th, &unknown);
+        let pair_01 = m.iter().position(|m| (m.from, m.to) == (0, 1)).unwrap();
+        assert!(v.directions[pair_01].pass);
+        // A fixed --expect-rate wins over the ports' rates.
+        let fixed = Thresholds {
+            min_bw_gbps: Some(90.0),
+            ..th
+        };
+        assert!(judge_with(4, &[], &m, &fixed, &facts).pass());
+    }
+
+    #[test]
+    fn a_port_error_counter_that_rose_fails_its_node_whatever_its_figures() {
+        let mut facts = vec![NodeFacts::default(); 4];
+        facts[1].port_errors = vec![CounterRise {
+            name: "counters/symbol_error".into(),
+            before: 10,
+            after: 13,
+        }];
+        let v = judge_with(
+            4,
+            &[],
+            &run(&FOUR, 100.0, &[]),
+            &Thresholds::default(),
+            &facts,
+        );
+        assert_eq!(
+            statuses(&v),
+            [
+                NodeStatus::Pass,
+                NodeStatus::Fail,
+                NodeStatus::Pass,
+                NodeStatus::Pass
+            ]
+        );
+        assert_eq!(v.nodes[1].port_errors, facts[1].port_errors);
+        assert!(v.directions.iter().all(|d| d.pass), "the figures passed");
         assert_eq!(v.exit_code(), 3);
     }
 
@@ -784,6 +998,7 @@ mod tests {
             outcome: Outcome::Measured {
                 bw_gbps: 100.0,
                 lat_us: Some(us),
+                latency: None,
             },
         };
         let m = [
@@ -942,6 +1157,7 @@ mod tests {
         let bw = |v: f64| Outcome::Measured {
             bw_gbps: v,
             lat_us: None,
+            latency: None,
         };
         let all = [
             m(0, 3, bw(50.0)),

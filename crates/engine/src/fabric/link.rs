@@ -249,7 +249,8 @@ pub fn is_error_counter(sub: &str, name: &str) -> bool {
 }
 
 /// An error counter that went up between two snapshots.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CounterRise {
     /// Its key, e.g. `counters/symbol_error`.
     pub name: String,

@@ -32,6 +32,7 @@ use serde_json::Value;
 use crate::cluster::rendezvous::Identity;
 use crate::cluster::schedule::{MAX_RANKS, Rank};
 use crate::cluster::verdict::Measurement;
+use crate::fabric::link::CounterRise;
 use crate::results::record::SideRecord;
 
 /// The first four bytes of every frame.
@@ -88,6 +89,10 @@ pub const MAX_TABLE_PAYLOAD: u32 = 32 << 20;
 /// Most measurements in one cluster report: a pair's two directions on
 /// up to 64 rails, with room to spare.
 pub const MAX_REPORT_MEASUREMENTS: usize = 256;
+
+/// Most error counters a `cluster_report` may say rose (a port has a few
+/// dozen).
+pub const MAX_REPORT_PORT_ERRORS: usize = 256;
 
 /// Largest accepted payload of a frame of `kind` (a cluster table's is
 /// [`MAX_TABLE_PAYLOAD`], every other kind's [`MAX_PAYLOAD`]).
@@ -310,12 +315,17 @@ pub enum Message {
         serve: bool,
     },
     /// Kind 13, a rank to the coordinator: what it measured in a round.
-    /// At most [`MAX_REPORT_MEASUREMENTS`] measurements.
+    /// At most [`MAX_REPORT_MEASUREMENTS`] measurements and
+    /// [`MAX_REPORT_PORT_ERRORS`] counters.
     ClusterReport {
         /// The round.
         round: u32,
         /// Its measurements (as the pair's client), or none.
         measurements: Vec<Measurement>,
+        /// Its port's error counters that rose since it joined (every
+        /// report says all of them: the last one counts).
+        #[serde(default)]
+        port_errors: Vec<CounterRise>,
     },
     /// Kind 14, the coordinator to every rank: the run is over.
     ClusterEnd {
@@ -581,9 +591,14 @@ fn check_limits(msg: &Message) -> Result<(), WireError> {
             ("cluster members", members.len(), max_ranks),
             ("missing ranks", missing.len(), max_ranks),
         ],
-        Message::ClusterReport { measurements, .. } => {
-            &[("measurements", measurements.len(), MAX_REPORT_MEASUREMENTS)]
-        }
+        Message::ClusterReport {
+            measurements,
+            port_errors,
+            ..
+        } => &[
+            ("measurements", measurements.len(), MAX_REPORT_MEASUREMENTS),
+            ("port errors", port_errors.len(), MAX_REPORT_PORT_ERRORS),
+        ],
         _ => &[],
     };
     for &(what, count, max) in lists {
@@ -887,7 +902,7 @@ impl From<&SideInfo> for SideRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::verdict::Outcome;
+    use crate::cluster::verdict::{Outcome, PairLatency};
     use std::io::Cursor;
 
     fn gid(last: u8) -> [u8; 16] {
@@ -1009,6 +1024,17 @@ mod tests {
                         outcome: Outcome::Measured {
                             bw_gbps: 391.5,
                             lat_us: Some(2.25),
+                            latency: Some(PairLatency {
+                                iterations: 1000,
+                                min_us: 1.9,
+                                avg_us: 2.3,
+                                p50_us: 2.25,
+                                p90_us: 2.5,
+                                p99_us: 3.5,
+                                p99_9_us: 7.0,
+                                p99_99_us: 9.0,
+                                max_us: 12.5,
+                            }),
                         },
                     },
                     Measurement {
@@ -1020,6 +1046,11 @@ mod tests {
                         },
                     },
                 ],
+                port_errors: vec![CounterRise {
+                    name: "hw_counters/out_of_seq_request".into(),
+                    before: 0,
+                    after: 4,
+                }],
             },
             Message::ClusterEnd {
                 exit_code: 3,
@@ -1037,6 +1068,7 @@ mod tests {
             pair_port: 40_000 + rank as u16,
             address: "169.254.10.1".into(),
             device: "rxe0:1".into(),
+            rate_gbps: Some(2.5),
         }
     }
 
@@ -1733,6 +1765,7 @@ mod tests {
                 };
                 MAX_REPORT_MEASUREMENTS + 1
             ],
+            port_errors: Vec::new(),
         };
         assert!(matches!(
             encode(&report),
@@ -1740,6 +1773,25 @@ mod tests {
                 what: "measurements",
                 count: 257,
                 max: 256
+            })
+        ));
+        let report = Message::ClusterReport {
+            round: 0,
+            measurements: Vec::new(),
+            port_errors: vec![
+                CounterRise {
+                    name: "counters/symbol_error".into(),
+                    before: 0,
+                    after: 1,
+                };
+                MAX_REPORT_PORT_ERRORS + 1
+            ],
+        };
+        assert!(matches!(
+            encode(&report),
+            Err(WireError::TooMany {
+                what: "port errors",
+                ..
             })
         ));
         // Decoding checks the same bound (a peer's frame, built by hand).
