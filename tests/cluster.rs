@@ -550,6 +550,18 @@ fn mpirun_runs_4_ranks_on_soft_roce_and_measures_every_direction() {
             "65536",
             "--relative-bw",
             EMULATED_RELATIVE_BW,
+            // And a write_lat each way; emulated latency spreads far more
+            // than 2.1 × (a pair on one device against one across the
+            // veth), so only the figures are checked here.
+            "--latency",
+            "--relative-lat",
+            "1000",
+            // The floor from each port's negotiated rate, low enough for
+            // emulated figures: checked against sysfs below.
+            "--expect-rate",
+            "auto",
+            "--min-efficiency",
+            "0.0001",
             "--report",
             dir.root().to_str().unwrap(),
         ]
@@ -571,8 +583,38 @@ fn mpirun_runs_4_ranks_on_soft_roce_and_measures_every_direction() {
             "rank {r}'s line: {stdout}"
         );
     }
-    let (_, summary) = vm_report_checks(dir.root(), 4);
+    let (records, summary) = vm_report_checks(dir.root(), 4);
     assert_eq!(summary["pass"], true);
+    // --expect-rate auto: each port's rate as sysfs says it (`10 Gb/sec
+    // (1X QDR)`), the slower of the two × the efficiency.
+    let rate = |dev: &Value| -> f64 {
+        let name = dev.as_str().unwrap().split(':').next().unwrap();
+        let text =
+            std::fs::read_to_string(format!("/sys/class/infiniband/{name}/ports/1/rate")).unwrap();
+        text.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    for r in &records {
+        let floor = rate(&r["src_device"]).min(rate(&r["dst_device"])) * 0.0001;
+        let got = r["min_bw_gbps"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no floor: {r}"));
+        assert!((got - floor).abs() < 1e-9, "{got} != {floor}: {r}");
+        // --latency: write_lat's 1,000 round trips, ordered percentiles.
+        let lat = &r["outcome"]["latency"];
+        assert_eq!(lat["iterations"], 1000, "{r}");
+        let p = |k: &str| lat[k].as_f64().unwrap();
+        assert!(
+            0.0 < p("min_us")
+                && p("min_us") <= p("p50_us")
+                && p("p50_us") <= p("p99_us")
+                && p("p99_us") <= p("max_us"),
+            "{r}"
+        );
+        assert_eq!(
+            r["outcome"]["lat_us"], lat["p50_us"],
+            "the median is judged: {r}"
+        );
+    }
 }
 
 #[test]
@@ -906,6 +948,8 @@ fn expect_rate_auto_judges_each_direction_against_the_negotiated_rate_of_its_por
                 "auto",
                 "--min-efficiency",
                 efficiency,
+                "--report",
+                t.root().join("report").to_str().unwrap(),
             ],
             &[],
         )
@@ -917,6 +961,11 @@ fn expect_rate_auto_judges_each_direction_against_the_negotiated_rate_of_its_por
         Some(3),
         "{stdout}\n{}",
         text(&out.stderr)
+    );
+    let (records, _, _) = read_report(&t.root().join("report"));
+    assert!(
+        records.iter().all(|r| r["min_bw_gbps"] == 180.0),
+        "{records:#?}"
     );
     let below = stdout
         .lines()

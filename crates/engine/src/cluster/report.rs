@@ -108,6 +108,8 @@ pub struct PairRecord<'a> {
     pub dst_device: String,
     /// What happened (figures, error, or peer missing).
     pub outcome: &'a Outcome,
+    /// The absolute floor it was judged against, Gb/s, if any.
+    pub min_bw_gbps: Option<f64>,
     /// Whether it passed (false when the peer was missing: see
     /// `peer_missing`).
     pub pass: bool,
@@ -137,6 +139,7 @@ pub fn pair_records<'a>(
             src_device: roster.device(m.from),
             dst_device: roster.device(m.to),
             outcome: &m.outcome,
+            min_bw_gbps: d.min_bw_gbps,
             pass: d.pass,
             peer_missing: d.peer_missing,
             reasons: &d.reasons,

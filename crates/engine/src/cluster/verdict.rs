@@ -304,6 +304,9 @@ pub struct DirectionVerdict {
     pub blame: Blame,
     /// With [`Blame::Node`], the failing node(s) among its two ranks.
     pub blamed_ranks: Vec<Rank>,
+    /// The absolute floor it was judged against, Gb/s (`--expect-rate`
+    /// × `--min-efficiency`; with `auto`, of the slower port), if any.
+    pub min_bw_gbps: Option<f64>,
 }
 
 /// The verdict on one round.
@@ -440,17 +443,21 @@ pub fn judge_with(
         .filter_map(Measurement::lat)
         .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))));
 
-    // Every rule each direction fails.
-    let reasons: Vec<Vec<Reason>> = measurements
+    // Each direction's absolute floor (--expect-rate auto: the slower of
+    // its two ports), and every rule it fails.
+    let floors: Vec<Option<f64>> = measurements
         .iter()
         .map(|m| {
-            // --expect-rate auto: the slower of the two ports.
-            let floor = th.min_bw_gbps.or_else(|| {
+            th.min_bw_gbps.or_else(|| {
                 let eff = th.rate_efficiency?;
                 Some(rate(m.from)?.min(rate(m.to)?) * eff)
-            });
-            rules_failed(m, th, floor, best_bw, min_lat)
+            })
         })
+        .collect();
+    let reasons: Vec<Vec<Reason>> = measurements
+        .iter()
+        .zip(&floors)
+        .map(|(m, &floor)| rules_failed(m, th, floor, best_bw, min_lat))
         .collect();
 
     // Rounds: how many directions fail a relative rule.
@@ -574,7 +581,8 @@ pub fn judge_with(
         .iter()
         .zip(reasons)
         .zip(&counted)
-        .map(|((m, reasons), &failed)| {
+        .zip(floors)
+        .map(|(((m, reasons), &failed), min_bw_gbps)| {
             let peer_missing = m.outcome == Outcome::PeerMissing;
             let blamed_ranks: Vec<Rank> = if failed {
                 [m.from, m.to]
@@ -599,6 +607,7 @@ pub fn judge_with(
                 reasons,
                 blame,
                 blamed_ranks,
+                min_bw_gbps,
             }
         })
         .collect();
@@ -815,7 +824,9 @@ mod tests {
         for (m, d) in m.iter().zip(&v.directions) {
             if m.from == 2 || m.to == 2 {
                 assert!(d.pass, "{m:?}: {d:?}");
+                assert_eq!(d.min_bw_gbps, Some(90.0));
             } else {
+                assert_eq!(d.min_bw_gbps, Some(180.0));
                 assert_eq!(
                     d.reasons,
                     [Reason::BelowRate {
