@@ -157,7 +157,7 @@ fn read_rank(stream: TcpStream, conn: u64, tx: &Sender<Event>, silence: Duration
         return;
     };
     let identity = match reader.recv_first("a rank's join") {
-        Ok(Message::ClusterJoin { identity }) => identity,
+        Ok(Message::ClusterJoin { identity }) => *identity,
         Ok(other) => {
             eprintln!(
                 "rdmaperf cluster: coordinator: {} sent {} instead of a join: dropped",

@@ -120,7 +120,9 @@ fn take_part(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<(u8, Str
         device,
         rate_gbps: port.as_ref().and_then(|p| p.rate_gbps),
     };
-    ch.send(&Message::ClusterJoin { identity })?;
+    ch.send(&Message::ClusterJoin {
+        identity: Box::new(identity),
+    })?;
     // Rank 0 answers when all have come or at its deadline.
     ch.set_timeout(plan.rendezvous_timeout + COORDINATOR_SLACK);
     let (members, test) = match ch.recv("the table of ranks from rank 0")? {

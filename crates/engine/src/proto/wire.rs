@@ -290,8 +290,8 @@ pub enum Message {
     },
     /// Kind 10, a rank to the coordinator (cluster mode): who it is.
     ClusterJoin {
-        /// Its identity.
-        identity: Identity,
+        /// Its identity (boxed: the largest of the messages' fields).
+        identity: Box<Identity>,
     },
     /// Kind 11, the coordinator to every rank: who is in the run, who is
     /// missing, and rank 0's test configuration (opaque JSON, as in
@@ -997,7 +997,7 @@ mod tests {
                 reason: "running write_bw for 169.254.0.2:40000".into(),
             },
             Message::ClusterJoin {
-                identity: identity(1),
+                identity: Box::new(identity(1)),
             },
             Message::ClusterTable {
                 members: vec![identity(0), identity(1)],
