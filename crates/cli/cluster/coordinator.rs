@@ -17,6 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use engine::cluster::html;
 use engine::cluster::pair_test::PairTest;
 use engine::cluster::rendezvous::{
     Gathering, GatheringState, Identity, RoundReport, RoundState, RoundTracker,
@@ -343,7 +344,7 @@ fn coordinate(
     if pattern == Some(Pattern::Quick) {
         let missing: Vec<Rank> = (0..size).filter(|&r| !alive[r as usize]).collect();
         // The retest is about figures: port errors are judged at the end.
-        let facts = node_facts(&rates, &[]);
+        let facts = node_facts(&rates, &[], &[]);
         let first =
             verdict::judge_with(size, &missing, &all, &plan.coordinating.thresholds, &facts);
         let (suspects, good) = verdict::retest_candidates(size, &all, &first);
@@ -374,7 +375,7 @@ fn coordinate(
     }
     let judging = Instant::now();
     let missing: Vec<Rank> = (0..size).filter(|&r| !alive[r as usize]).collect();
-    let facts = node_facts(&rates, &port_errors);
+    let facts = node_facts(&rates, &port_errors, &plan.coordinating.ignore_counters);
     let judged = verdict::judge_with(size, &missing, &all, &plan.coordinating.thresholds, &facts);
     eprintln!(
         "rdmaperf cluster: judged {} directions in {:.1?}",
@@ -409,7 +410,17 @@ fn coordinate(
     // rank 0 once another rank exits non-zero. The ranks' last wait
     // allows for it (`rank::END_BOUND_PER_RANK`).
     let written = match &plan.coordinating.report {
-        Some(dir) => write_report(dir, &all, &judged, roster, took),
+        Some(dir) => write_report(
+            dir,
+            &all,
+            &judged,
+            roster,
+            html::PageFacts {
+                plan: &plan_text,
+                test: &test.describe(),
+                duration_s: took,
+            },
+        ),
         None => Ok(()),
     };
     for r in 0..size {
@@ -427,14 +438,28 @@ fn coordinate(
 }
 
 /// Each rank's [`NodeFacts`]: its port's rate and the error counters that
-/// rose (none when `port_errors` is empty).
-fn node_facts(rates: &[Option<f64>], port_errors: &[Vec<CounterRise>]) -> Vec<NodeFacts> {
+/// rose (none when `port_errors` is empty), but those `ignore` names
+/// (`--ignore-counter`: a name, or a prefix ending in `*`).
+fn node_facts(
+    rates: &[Option<f64>],
+    port_errors: &[Vec<CounterRise>],
+    ignore: &[String],
+) -> Vec<NodeFacts> {
+    let ignored = |name: &str| {
+        ignore.iter().any(|i| match i.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == i,
+        })
+    };
     rates
         .iter()
         .enumerate()
         .map(|(r, &rate_gbps)| NodeFacts {
             rate_gbps,
-            port_errors: port_errors.get(r).cloned().unwrap_or_default(),
+            port_errors: port_errors
+                .get(r)
+                .map(|e| e.iter().filter(|c| !ignored(&c.name)).cloned().collect())
+                .unwrap_or_default(),
         })
         .collect()
 }
@@ -653,15 +678,16 @@ fn spread_line(all: &[Measurement]) -> String {
     )
 }
 
-/// `--report DIR`: `pairs.jsonl`, `summary.json`, `metrics.prom`, each
-/// renamed into place whole.
+/// `--report DIR`: `pairs.jsonl`, `summary.json`, `metrics.prom` and
+/// `report.html`, each renamed into place whole.
 fn write_report(
     dir: &std::path::Path,
     all: &[Measurement],
     judged: &verdict::ClusterVerdict,
     roster: Roster<'_>,
-    took: f64,
+    facts: html::PageFacts<'_>,
 ) -> anyhow::Result<()> {
+    let took = facts.duration_s;
     let mut pairs = String::new();
     for record in report::pair_records(all, judged, roster) {
         pairs.push_str(&serde_json::to_string(&record)?);
@@ -673,6 +699,7 @@ fn write_report(
         ("pairs.jsonl", pairs),
         ("summary.json", summary),
         ("metrics.prom", metrics),
+        ("report.html", html::page(all, judged, roster, facts)),
     ] {
         crate::write_atomically("--report", &dir.join(name), &text)
             .with_context(|| format!("writing the report's {name}"))?;

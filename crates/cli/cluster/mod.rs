@@ -21,7 +21,7 @@ use std::thread;
 use std::time::Duration;
 
 use engine::cluster::launch::{self, Coordinator, Launch, RankFlags};
-use engine::cluster::pair_test::PairTest;
+use engine::cluster::pair_test::{LAT_ITERATIONS, PairTest};
 use engine::cluster::schedule::{Pattern, Rank};
 use engine::cluster::verdict::{DEFAULT_RELATIVE_BW, DEFAULT_RELATIVE_LAT, Thresholds};
 use engine::fabric::link::ExpectRate;
@@ -97,6 +97,12 @@ pub struct ClusterArgs {
     /// Also measure latency: after each direction's write_bw, a write_lat the same way (1,000 round trips of 2 bytes; rank 0's counts).
     #[arg(long)]
     pub latency: bool,
+    /// With --latency: write_lat's round trips per direction (rank 0's counts).
+    #[arg(short = 'n', long = "iters", value_name = "N", default_value_t = LAT_ITERATIONS)]
+    pub lat_iters: u64,
+    /// A port error counter not to judge, e.g. hw_counters/duplicate_request; NAME* matches by prefix (rank 0's counts; repeatable).
+    #[arg(long = "ignore-counter", value_name = "NAME")]
+    pub ignore_counters: Vec<String>,
     /// With --latency: a direction whose --percentile exceeds this many usec FAILs.
     #[arg(long = "max-latency", value_name = "USEC", value_parser = parse_max_latency)]
     pub max_latency: Option<f64>,
@@ -114,7 +120,7 @@ pub struct ClusterArgs {
         hide = true
     )]
     pub sysfs_root: PathBuf,
-    /// Rank 0 writes pairs.jsonl, summary.json and metrics.prom here (created if missing).
+    /// Rank 0 writes pairs.jsonl, summary.json, metrics.prom and report.html here (created if missing).
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
     /// The address partners reach this rank's tests at (default: the local address of its connection to rank 0).
@@ -152,6 +158,8 @@ pub struct CoordinatorPlan {
     pub thresholds: Thresholds,
     /// `--report DIR`.
     pub report: Option<PathBuf>,
+    /// `--ignore-counter`: port error counters not judged.
+    pub ignore_counters: Vec<String>,
 }
 
 /// One rank's run, built once from the command line and environment.
@@ -209,6 +217,7 @@ impl ClusterArgs {
             rdma_cm: self.rdma_cm,
             timeout_s: self.timeout,
             latency: self.latency,
+            lat_iters: self.lat_iters,
             percentile: self.percentile.clone(),
             simulate: self.simulate,
             simulate_ms: self.simulate_ms,
@@ -226,10 +235,24 @@ impl ClusterArgs {
             Some(ExpectRate::Auto) => (None, Some(self.min_efficiency)),
             Some(ExpectRate::Gbps(g)) => (Some(g * self.min_efficiency), None),
         };
-        if !self.latency && (self.max_latency.is_some() || self.percentile != "median") {
+        if !self.latency
+            && (self.max_latency.is_some()
+                || self.percentile != "median"
+                || self.lat_iters != LAT_ITERATIONS)
+        {
             return Err(UsageError(
-                "--max-latency and --percentile judge latency: add --latency".into(),
+                "--max-latency, --percentile and -n/--iters are for latency: add --latency".into(),
             ));
+        }
+        if let Some(bad) = self
+            .ignore_counters
+            .iter()
+            .find(|c| c.is_empty() || c.trim_end_matches('*').contains('*'))
+        {
+            return Err(UsageError(format!(
+                "--ignore-counter {bad:?}: a counter's name, e.g. hw_counters/duplicate_request, \
+                 or a prefix ending in *"
+            )));
         }
         if !(self.relative_lat.is_finite() && self.relative_lat >= 1.0) {
             return Err(UsageError(format!(
@@ -313,6 +336,7 @@ impl ClusterArgs {
                     relative_lat: self.relative_lat,
                 },
                 report: self.report.clone(),
+                ignore_counters: self.ignore_counters.clone(),
             },
         })
     }

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 
 use anyhow::Context as _;
 use engine::bench::spec::TestSpec;
-use engine::cluster::pair_test::{LAT_ITERATIONS, LAT_SIZE, PairTest};
+use engine::cluster::pair_test::{LAT_SIZE, PairTest};
 use engine::cluster::schedule::Rank;
 use engine::cluster::verdict::{Measurement, Outcome, PairLatency};
 use engine::results::lat::Percentile;
@@ -72,7 +72,7 @@ fn options_of(
         flag("-q", test.qps.to_string());
     } else {
         flag("-s", LAT_SIZE.to_string());
-        flag("-n", LAT_ITERATIONS.to_string());
+        flag("-n", test.lat_iters.to_string());
     }
     flag("--timeout", test.timeout_s.to_string());
     // A server waits for its partner's previous direction to end.
@@ -213,7 +213,7 @@ fn simulated(test: &PairTest, me: Rank, partner: Rank, slow: &[Rank]) -> Outcome
     let latency = test.latency.then(|| {
         let us = if is_slow { 10.0 } else { 2.0 };
         PairLatency {
-            iterations: LAT_ITERATIONS,
+            iterations: test.lat_iters,
             min_us: us * 0.9,
             avg_us: us * 1.05,
             p50_us: us,
@@ -246,6 +246,7 @@ pub fn reachable_address(flag: Option<&str>, to_coordinator: Option<SocketAddr>)
 mod tests {
     use super::*;
     use crate::options::RoleOptions;
+    use engine::cluster::pair_test::LAT_ITERATIONS;
 
     fn test() -> PairTest {
         PairTest {
@@ -255,6 +256,7 @@ mod tests {
             rdma_cm: false,
             timeout_s: 10,
             latency: false,
+            lat_iters: LAT_ITERATIONS,
             percentile: "median".into(),
             simulate: false,
             simulate_ms: 0,

@@ -9,6 +9,8 @@
 //!   and where the coordinator (rank 0) listens.
 //! - [`pair_test`]: what every pair runs (rank 0's flags, typed and
 //!   bounded) and the bounds on a round.
+//! - [`html`]: `report.html`, the report as one self-contained page (a
+//!   heat map of the pair matrix, or a node strip at scale).
 //! - [`hostlist`]: Slurm's hostlist syntax (`tux[0-5,12]`,
 //!   `rack[0-1]_blade[0-2]`), expanded in order under a cap.
 //! - [`schedule`]: the rounds of pairs: all pairs by the circle method
@@ -24,6 +26,7 @@
 //!   node from a bad link.
 
 pub mod hostlist;
+pub mod html;
 pub mod launch;
 pub mod pair_test;
 pub mod rendezvous;

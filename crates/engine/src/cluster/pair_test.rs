@@ -20,9 +20,12 @@ pub const MAX_DURATION_S: u32 = 600;
 /// Most QPs per pair.
 pub const MAX_QPS: u32 = 64;
 
-/// `--latency`: the round trips of each direction's `write_lat`
+/// `--latency`: the default round trips of each direction's `write_lat`
 /// (perftest's default `-n` for latency tests).
 pub const LAT_ITERATIONS: u64 = 1_000;
+
+/// Most round trips a direction's `write_lat` may ask for.
+pub const MAX_LAT_ITERATIONS: u64 = 1_000_000;
 
 /// `--latency`: `write_lat`'s message size, bytes (perftest's default).
 pub const LAT_SIZE: u64 = 2;
@@ -42,8 +45,10 @@ pub struct PairTest {
     /// The bound on every wait for a peer, seconds (`--timeout`).
     pub timeout_s: u32,
     /// After each direction's `write_bw`, a `write_lat` the same way
-    /// (`--latency`): [`LAT_ITERATIONS`] round trips of [`LAT_SIZE`] bytes.
+    /// (`--latency`): `lat_iters` round trips of [`LAT_SIZE`] bytes.
     pub latency: bool,
+    /// The `write_lat`'s round trips (`-n`; [`LAT_ITERATIONS`] by default).
+    pub lat_iters: u64,
     /// Which latency figure is judged (`--percentile`: `median`, `p99`,
     /// ...; [`Percentile`]'s text).
     pub percentile: String,
@@ -69,6 +74,12 @@ impl PairTest {
         if self.qps == 0 || self.qps > MAX_QPS {
             return Some(format!("-q/--qp {} is not 1 to {MAX_QPS}", self.qps));
         }
+        if self.lat_iters < 2 || self.lat_iters > MAX_LAT_ITERATIONS {
+            return Some(format!(
+                "-n/--iters {} is not 2 to {MAX_LAT_ITERATIONS}",
+                self.lat_iters
+            ));
+        }
         if let Err(e) = self.judged_percentile() {
             return Some(e);
         }
@@ -85,6 +96,28 @@ impl PairTest {
             ));
         }
         None
+    }
+
+    /// The test for a human, e.g. `write_bw -s 1048576 -D 2 -q 1 -R,
+    /// then write_lat -s 2 -n 1000`.
+    pub fn describe(&self) -> String {
+        if self.simulate {
+            return format!("simulated ({} ms a direction)", self.simulate_ms);
+        }
+        let mut d = format!(
+            "write_bw -s {} -D {} -q {}{}",
+            self.size,
+            self.duration_s,
+            self.qps,
+            if self.rdma_cm { " -R" } else { "" }
+        );
+        if self.latency {
+            d.push_str(&format!(
+                ", then write_lat -s {LAT_SIZE} -n {} (judged: {})",
+                self.lat_iters, self.percentile
+            ));
+        }
+        d
     }
 
     /// The latency figure judged.
@@ -140,6 +173,7 @@ mod tests {
             rdma_cm: false,
             timeout_s: 10,
             latency: false,
+            lat_iters: LAT_ITERATIONS,
             percentile: "median".into(),
             simulate: false,
             simulate_ms: 0,
@@ -183,6 +217,13 @@ mod tests {
             (PairTest { qps: 65, ..test() }, "-q/--qp"),
             (
                 PairTest {
+                    lat_iters: 1,
+                    ..test()
+                },
+                "-n/--iters",
+            ),
+            (
+                PairTest {
                     percentile: "p42".into(),
                     ..test()
                 },
@@ -202,7 +243,7 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_refused() {
-        let text = r#"{"size":1,"duration_s":1,"qps":1,"rdma_cm":false,"timeout_s":1,"latency":false,"percentile":"median","simulate":false,"simulate_ms":0,"json":"/etc/passwd"}"#;
+        let text = r#"{"size":1,"duration_s":1,"qps":1,"rdma_cm":false,"timeout_s":1,"latency":false,"lat_iters":1000,"percentile":"median","simulate":false,"simulate_ms":0,"json":"/etc/passwd"}"#;
         assert!(serde_json::from_str::<PairTest>(text).is_err());
     }
 }
