@@ -54,6 +54,19 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// `out`'s stdout, once it is known to have exited with `code` (else a
+/// failure that shows both streams).
+fn stdout_of(out: &Output, code: i32) -> String {
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    stdout
+}
+
 /// The report's three files, parsed: pairs.jsonl's records, summary.json,
 /// metrics.prom's text (checked with promtool).
 fn read_report(dir: &Path) -> (Vec<Value>, Value, String) {
@@ -118,13 +131,7 @@ fn all_pairs_of_8_simulated_ranks_cover_every_pair_once_and_the_report_parses() 
         ],
         &[],
     );
-    let stdout = text(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        text(&out.stderr)
-    );
+    let stdout = stdout_of(&out, 0);
     assert!(
         stdout.starts_with("plan: all-pairs of 8 ranks: 28 pairs in 7 rounds of up to 4 pairs"),
         "{stdout}"
@@ -460,13 +467,7 @@ fn mpirun_launches_4_ranks_that_find_each_other() {
         ])
         .output()
         .expect("mpirun (Debian's openmpi-bin) runs");
-    let stdout = text(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        text(&out.stderr)
-    );
+    let stdout = stdout_of(&out, 0);
     assert!(
         text(&out.stderr).contains("rank 0 of 4 (Open MPI)"),
         "{}",
@@ -904,13 +905,7 @@ fn latency_per_pair_is_judged_on_the_chosen_percentile_and_reported_with_its_per
         ],
         &[],
     );
-    let stdout = text(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{stdout}\n{}",
-        text(&out.stderr)
-    );
+    let stdout = stdout_of(&out, 3);
     let (records, summary, metrics) = read_report(dir.root());
     assert_all_pairs_once(&records, 4);
     for r in &records {
@@ -975,13 +970,7 @@ fn expect_rate_auto_judges_each_direction_against_the_negotiated_rate_of_its_por
         )
     };
     let out = run("0.9");
-    let stdout = text(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{stdout}\n{}",
-        text(&out.stderr)
-    );
+    let stdout = stdout_of(&out, 3);
     let (records, _, _) = read_report(&t.root().join("report"));
     assert!(
         records.iter().all(|r| r["min_bw_gbps"] == 180.0),
@@ -1037,13 +1026,7 @@ fn a_port_error_counter_rising_during_the_run_fails_the_ranks_on_that_port() {
         (out, now, report)
     };
     let (out, before, (records, summary, _)) = run(&[]);
-    let stdout = text(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{stdout}\n{}",
-        text(&out.stderr)
-    );
+    let stdout = stdout_of(&out, 3);
     // Every rank is on that port (one machine's tree): each fails with it
     // named, though every figure passed.
     let rose = format!(

@@ -26,35 +26,14 @@ pub const SIMULATED_GBPS: f64 = 100.0;
 /// `--simulate-slow` rank in it, Gb/s (below 0.93 × the best).
 pub const SIMULATED_SLOW_GBPS: f64 = 40.0;
 
-/// The options of one direction's `write_bw`: the client's against
-/// `server` (address, pair port), or the server's when `None`.
+/// The options of one direction's test: `spec` is `write_bw`, or
+/// `write_lat` (`--latency`); the client's against `server` (address,
+/// pair port), or the server's when `None`.
 ///
 /// # Errors
 /// When the flags built from `test` and `device` are refused (a device
 /// name with a space, say): a usage error naming the flag.
 pub fn options(
-    test: &PairTest,
-    device: &DeviceSelection,
-    server: Option<(&str, u16)>,
-) -> anyhow::Result<RunOptions> {
-    options_of(TestSpec::WRITE_BW, test, device, server)
-}
-
-/// The options of one direction's `write_lat` (`--latency`), as
-/// [`options`].
-///
-/// # Errors
-/// As [`options`].
-pub fn latency_options(
-    test: &PairTest,
-    device: &DeviceSelection,
-    server: Option<(&str, u16)>,
-) -> anyhow::Result<RunOptions> {
-    options_of(TestSpec::WRITE_LAT, test, device, server)
-}
-
-/// The options of `spec` (`write_bw` or `write_lat`) for one direction.
-fn options_of(
     spec: TestSpec,
     test: &PairTest,
     device: &DeviceSelection,
@@ -128,9 +107,11 @@ pub fn send_to(
         )));
         simulated(test, me, partner, slow)
     } else {
-        let bw = options(test, device, Some(server)).and_then(|o| crate::runner::run_pair(&o));
+        let bw = options(TestSpec::WRITE_BW, test, device, Some(server))
+            .and_then(|o| crate::runner::run_pair(&o));
         let lat = test.latency.then(|| {
-            latency_options(test, device, Some(server)).and_then(|o| crate::runner::run_pair(&o))
+            options(TestSpec::WRITE_LAT, test, device, Some(server))
+                .and_then(|o| crate::runner::run_pair(&o))
         });
         measured(test, bw, lat)
     };
@@ -189,9 +170,10 @@ pub fn serve(test: &PairTest, device: &DeviceSelection, listener: &Listener) -> 
     if test.simulate {
         return Ok(());
     }
-    let bw = options(test, device, None).and_then(|o| crate::runner::serve_on(&o, listener));
+    let bw = options(TestSpec::WRITE_BW, test, device, None)
+        .and_then(|o| crate::runner::serve_on(&o, listener));
     if test.latency {
-        let lat = latency_options(test, device, None)
+        let lat = options(TestSpec::WRITE_LAT, test, device, None)
             .and_then(|o| crate::runner::serve_on(&o, listener))
             .context("write_lat");
         bw.and(lat).map(|_| ())
@@ -270,7 +252,13 @@ mod tests {
             port: Some(1),
             gid_index: Some(1),
         };
-        let o = options(&test(), &dev, Some(("169.254.10.2", 40123))).unwrap();
+        let o = options(
+            TestSpec::WRITE_BW,
+            &test(),
+            &dev,
+            Some(("169.254.10.2", 40123)),
+        )
+        .unwrap();
         assert_eq!(o.spec, TestSpec::WRITE_BW);
         assert_eq!(o.connection.port, 40123);
         assert_eq!(o.devices, std::slice::from_ref(&dev));
@@ -284,7 +272,7 @@ mod tests {
         };
         assert_eq!(bw.sizes, [1 << 20]);
         assert_eq!(bw.qps, 2);
-        let server = options(&test(), &dev, None).unwrap();
+        let server = options(TestSpec::WRITE_BW, &test(), &dev, None).unwrap();
         assert!(!server.is_client());
         assert_eq!(server.connection.accept_timeout, test().direction_bound());
     }
@@ -296,7 +284,13 @@ mod tests {
             port: Some(1),
             gid_index: None,
         };
-        let o = latency_options(&test(), &dev, Some(("169.254.10.2", 40123))).unwrap();
+        let o = options(
+            TestSpec::WRITE_LAT,
+            &test(),
+            &dev,
+            Some(("169.254.10.2", 40123)),
+        )
+        .unwrap();
         assert_eq!(o.spec, TestSpec::WRITE_LAT);
         assert_eq!(o.connection.port, 40123);
         assert_eq!(o.devices, std::slice::from_ref(&dev));
@@ -308,7 +302,11 @@ mod tests {
         };
         assert_eq!(lat.sizes, [LAT_SIZE]);
         assert_eq!(lat.iters, LAT_ITERATIONS);
-        assert!(!latency_options(&test(), &dev, None).unwrap().is_client());
+        assert!(
+            !options(TestSpec::WRITE_LAT, &test(), &dev, None)
+                .unwrap()
+                .is_client()
+        );
     }
 
     #[test]
@@ -319,12 +317,17 @@ mod tests {
         };
         let dev = DeviceSelection::default();
         assert!(
-            options(&t, &dev, Some(("169.254.10.2", 1)))
+            options(TestSpec::WRITE_BW, &t, &dev, Some(("169.254.10.2", 1)))
                 .unwrap()
                 .connection
                 .rdma_cm
         );
-        assert!(options(&t, &dev, None).unwrap().connection.rdma_cm);
+        assert!(
+            options(TestSpec::WRITE_BW, &t, &dev, None)
+                .unwrap()
+                .connection
+                .rdma_cm
+        );
     }
 
     #[test]
