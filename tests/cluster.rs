@@ -759,7 +759,11 @@ fn four_siw_hosts_find_the_one_whose_link_is_rate_limited() {
                 "-s",
                 "65536",
             ])
-            .args(["--relative-bw", "0.3", "--timeout", "5"]);
+            // Relative to the best at 0.1: host 2's sending directions
+            // measure ~0.002 Gb/s (the limit), healthy ones 0.018-0.06 Gb/s
+            // under emulation with the machine shared (one healthy
+            // direction fell under 0.3 x best in CI, measured).
+            .args(["--relative-bw", "0.1", "--timeout", "5"]);
             if h == 0 {
                 c.args(["--report", dir.root().to_str().unwrap()]);
             }
