@@ -428,6 +428,19 @@ fn launcher_mistakes_are_usage_errors_that_say_what_to_do() {
             &["--latency", "--relative-lat", "0.5"][..],
             "--relative-lat",
         ),
+        // Rails: a port 0, two ways of naming devices at once, a device
+        // the node does not have.
+        (&["--rails", "mlx5_0:0"][..], "--rails: \"mlx5_0:0\""),
+        (&["--rails", "mlx5_0", "-d", "mlx5_1"][..], "--rails and -d"),
+        (
+            &[
+                "--rails",
+                "mlx5_9",
+                "--sysfs-root",
+                "tests/fixtures/sysfs/complete",
+            ][..],
+            "--rails: this node has no RDMA device mlx5_9 (it has: mlx5_0, mlx5_1, mlx5_2)",
+        ),
     ] {
         let mut all = vec!["--simulate-ranks", "2"];
         all.extend_from_slice(args);
@@ -1057,4 +1070,84 @@ fn a_port_error_counter_rising_during_the_run_fails_the_ranks_on_that_port() {
     let (out, _, (_, summary, _)) = run(&["--ignore-counter", "counters/*"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     assert_eq!(summary["nodes"][1]["port_errors"], serde_json::json!([]));
+}
+
+#[test]
+fn a_node_whose_rails_differ_from_most_fails_and_says_which_rail() {
+    // Four ranks, each with its own copy of one machine's sysfs: mlx5_0
+    // (400 Gb/s) and mlx5_1 (200 Gb/s) InfiniBand, mlx5_2 Ethernet. On
+    // rank 2's node mlx5_1 is DOWN (one rail where the others have two);
+    // on rank 3's, mlx5_0 trained down to 200 Gb/s.
+    let t = TempDir::new("cluster-rails");
+    let trees: Vec<std::path::PathBuf> = (0..4)
+        .map(|r| {
+            let root = t.root().join(format!("node{r}"));
+            std::fs::create_dir_all(&root).unwrap();
+            copy_dir(&fixture("sysfs/complete"), &root);
+            root
+        })
+        .collect();
+    let port_file = |r: usize, dev: &str, file: &str| {
+        trees[r].join(format!("class/infiniband/{dev}/ports/1/{file}"))
+    };
+    std::fs::write(port_file(2, "mlx5_1", "state"), "1: DOWN\n").unwrap();
+    std::fs::write(port_file(3, "mlx5_0", "rate"), "200 Gb/sec (2X NDR)\n").unwrap();
+    let report = t.root().join("report");
+    let coordinator = format!("127.0.0.1:{}", free_port());
+    let ranks: Vec<Child> = (0..4)
+        .map(|r| {
+            let mut extra = vec![
+                "--rails",
+                "auto",
+                "--sysfs-root",
+                trees[r].to_str().unwrap(),
+            ];
+            if r == 0 {
+                extra.extend_from_slice(&["--report", report.to_str().unwrap()]);
+            }
+            spawn_rank(&coordinator, r as u32, 4, &extra)
+        })
+        .collect();
+    let out: Vec<Output> = ranks
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let stdout = stdout_of(&out[0], 3);
+    // Each rank names its rails on stderr, and what it left out.
+    let err1 = text(&out[1].stderr);
+    assert!(
+        err1.contains("rank 1: rails mlx5_0:1 (400 Gb/s), mlx5_1:1 (200 Gb/s)"),
+        "{err1}"
+    );
+    assert!(
+        err1.contains("rank 1: not rails: mlx5_2:1 (Ethernet; the rails are InfiniBand)"),
+        "{err1}"
+    );
+    let line = |r: u32| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("rank {r} ")))
+            .unwrap_or_else(|| panic!("no line for rank {r}: {stdout}"))
+            .to_owned()
+    };
+    assert!(line(0).contains(": PASS "), "{stdout}");
+    assert!(line(1).contains(": PASS "), "{stdout}");
+    assert!(
+        line(2).contains(": FAIL ") && line(2).ends_with("; rails: 1 rail, most ranks have 2"),
+        "{stdout}"
+    );
+    assert!(
+        line(3).contains(": FAIL ")
+            && line(3)
+                .ends_with("; rails: rail 0 mlx5_0:1 at 200 Gb/s, most ranks' rail 0 at 400 Gb/s"),
+        "{stdout}"
+    );
+    let (_, summary, _) = read_report(&report);
+    assert_eq!(
+        summary["nodes"][2]["rail_findings"],
+        serde_json::json!(["1 rail, most ranks have 2"])
+    );
+    assert_eq!(summary["nodes"][0]["rail_findings"], serde_json::json!([]));
+    let html = std::fs::read_to_string(report.join("report.html")).unwrap();
+    assert!(html.contains("1 rail, most ranks have 2"));
 }

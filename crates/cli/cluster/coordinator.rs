@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use engine::cluster::html;
 use engine::cluster::pair_test::PairTest;
+use engine::cluster::rails;
 use engine::cluster::rendezvous::{
     Gathering, GatheringState, Identity, RoundReport, RoundState, RoundTracker,
 };
@@ -341,10 +342,17 @@ fn coordinate(
         .iter()
         .map(|m| m.as_ref().and_then(|m| m.rate_gbps))
         .collect();
+    // And its rails: a count or rate unlike most ranks' fails it.
+    let rail_findings = rails::findings(
+        &members
+            .iter()
+            .map(|m| m.as_ref().map(|m| m.rails.clone()).unwrap_or_default())
+            .collect::<Vec<_>>(),
+    );
     if pattern == Some(Pattern::Quick) {
         let missing: Vec<Rank> = (0..size).filter(|&r| !alive[r as usize]).collect();
         // The retest is about figures: port errors are judged at the end.
-        let facts = node_facts(&rates, &[], &[]);
+        let facts = node_facts(&rates, &[], &[], &[]);
         let first =
             verdict::judge_with(size, &missing, &all, &plan.coordinating.thresholds, &facts);
         let (suspects, good) = verdict::retest_candidates(size, &all, &first);
@@ -375,7 +383,12 @@ fn coordinate(
     }
     let judging = Instant::now();
     let missing: Vec<Rank> = (0..size).filter(|&r| !alive[r as usize]).collect();
-    let facts = node_facts(&rates, &port_errors, &plan.coordinating.ignore_counters);
+    let facts = node_facts(
+        &rates,
+        &port_errors,
+        &plan.coordinating.ignore_counters,
+        &rail_findings,
+    );
     let judged = verdict::judge_with(size, &missing, &all, &plan.coordinating.thresholds, &facts);
     eprintln!(
         "rdmaperf cluster: judged {} directions in {:.1?}",
@@ -444,6 +457,7 @@ fn node_facts(
     rates: &[Option<f64>],
     port_errors: &[Vec<CounterRise>],
     ignore: &[String],
+    rail_findings: &[Vec<String>],
 ) -> Vec<NodeFacts> {
     let ignored = |name: &str| {
         ignore.iter().any(|i| match i.strip_suffix('*') {
@@ -460,6 +474,7 @@ fn node_facts(
                 .get(r)
                 .map(|e| e.iter().filter(|c| !ignored(&c.name)).cloned().collect())
                 .unwrap_or_default(),
+            rail_findings: rail_findings.get(r).cloned().unwrap_or_default(),
         })
         .collect()
 }

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use engine::cluster::launch::{self, Coordinator, Launch, RankFlags};
 use engine::cluster::pair_test::{LAT_ITERATIONS, PairTest};
+use engine::cluster::rails::{self, RailName, RailSpec};
 use engine::cluster::schedule::{Pattern, Rank};
 use engine::cluster::verdict::{DEFAULT_RELATIVE_BW, DEFAULT_RELATIVE_LAT, Thresholds};
 use engine::fabric::link::ExpectRate;
@@ -58,6 +59,9 @@ pub struct ClusterArgs {
     /// This rank's RDMA device and port (`-d`, `-i`), as the test binaries take them.
     #[command(flatten)]
     pub device: crate::args::DeviceArgs,
+    /// This node's rails: auto (every ACTIVE port of the node's main link layer, in device-name order) or DEV[:PORT],...; the pairs run on rail 0 (the first), the coordinator checks every rank's rails. `-d` names one rail.
+    #[arg(long, value_name = "auto|DEV[:PORT],...")]
+    pub rails: Option<String>,
     /// This rank's GID index (default: chosen as perftest does).
     #[arg(short = 'x', long = "gid-index", value_name = "INDEX")]
     pub gid_index: Option<u32>,
@@ -173,6 +177,9 @@ pub struct ClusterPlan {
     pub test: PairTest,
     /// This rank's device.
     pub device: DeviceSelection,
+    /// `--rails` (`-d DEV` is `--rails DEV`; neither: auto, or none
+    /// under `--simulate`).
+    pub rails: RailSpec,
     /// `--pair-address`.
     pub pair_address: Option<String>,
     /// Where this rank reads its port's rate and error counters.
@@ -303,6 +310,21 @@ impl ClusterArgs {
         if !self.simulate_slow.is_empty() && !self.simulate {
             return Err(UsageError("--simulate-slow needs --simulate".into()));
         }
+        let rails = match (&self.rails, &self.device.ib_dev) {
+            (Some(_), Some(_)) => {
+                return Err(UsageError(
+                    "--rails and -d/--ib-dev both name this node's devices: give one".into(),
+                ));
+            }
+            (Some(r), None) => rails::parse_spec(r).map_err(|e| usage(&e))?,
+            (None, Some(d)) => RailSpec::Named(vec![RailName {
+                device: d.clone(),
+                port: self.device.ib_port,
+            }]),
+            // --simulate without a device: no rails (the figures are made up).
+            (None, None) if self.simulate => RailSpec::Named(Vec::new()),
+            (None, None) => RailSpec::Auto,
+        };
         // Last, once every flag is good: rank 0 creates the report's
         // directory (as `mkdir -p`) and checks it can write there.
         if let Some(dir) = &self.report
@@ -321,6 +343,7 @@ impl ClusterArgs {
                 port: self.device.ib_port,
                 gid_index: self.gid_index,
             },
+            rails,
             pair_address: self.pair_address.clone(),
             sysfs_root: self.sysfs_root.clone(),
             rendezvous_timeout: self.rendezvous_timeout,

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use engine::cluster::pair_test::PairTest;
+use engine::cluster::rails::{self, Rail, RailSelection, RailSpec};
 use engine::cluster::rendezvous::Identity;
 use engine::cluster::schedule::Rank;
 use engine::cluster::verdict::EXIT_RANKS_MISSING;
@@ -37,6 +38,9 @@ pub const END_BOUND_PER_RANK: Duration = Duration::from_millis(100);
 /// the reason on stderr.
 pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
     let me = plan.launch.rank;
+    // Its rails first: a rail it cannot have is its usage error, before
+    // it listens or joins.
+    let rails = node_rails(plan)?;
     let listener = Listener::bind("0.0.0.0", 0).context("binding this rank's pair listener")?;
     let coordinating = if me == 0 {
         let l = Listener::bind("0.0.0.0", plan.coordinator.port).with_context(|| {
@@ -54,7 +58,7 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
     } else {
         None
     };
-    let joined = take_part(plan, &listener);
+    let joined = take_part(plan, &listener, rails);
     let code = match coordinating {
         Some(c) => {
             // Rank 0's own part ended (or failed): the coordinator's code
@@ -92,7 +96,11 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
 
 /// Joins, runs the rounds, returns rank 0's exit code and this rank's
 /// line.
-fn take_part(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<(u8, String)> {
+fn take_part(
+    plan: &ClusterPlan,
+    listener: &Listener,
+    rails: Vec<Rail>,
+) -> anyhow::Result<(u8, String)> {
     let me = plan.launch.rank;
     let coordinator = &plan.coordinator;
     let mut ch = Channel::connect(
@@ -102,10 +110,11 @@ fn take_part(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<(u8, Str
         true,
     )
     .context("joining rank 0 (--rendezvous-timeout)")?;
-    let device = match (&plan.device.name, plan.test.simulate) {
+    // The pairs run on rail 0.
+    let device = match (&plan.device.name, rails.first()) {
         (Some(d), _) => format!("{d}:{}", plan.device.port.unwrap_or(1)),
-        (None, true) => "simulated".into(),
-        (None, false) => first_device()?,
+        (None, Some(rail)) => rail.name(),
+        (None, None) => "simulated".into(),
     };
     // This rank's port: its rate (for --expect-rate auto) and its error
     // counters before the first round; every report says which rose since.
@@ -119,6 +128,7 @@ fn take_part(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<(u8, Str
         address: pair::reachable_address(plan.pair_address.as_deref(), ch.local().ok()),
         device,
         rate_gbps: port.as_ref().and_then(|p| p.rate_gbps),
+        rails,
     };
     ch.send(&Message::ClusterJoin {
         identity: Box::new(identity),
@@ -281,8 +291,67 @@ fn host_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// The first device's name and its first active port, as `DEV:PORT`.
-fn first_device() -> anyhow::Result<String> {
-    let port = crate::setup::open_port(None, None, None)?;
-    Ok(format!("{}:{}", port.ctx.name(), port.port))
+/// This node's rails under `--rails` (`-d DEV` names one), read from
+/// sysfs; printed on stderr with the ports left out. None under
+/// `--simulate` without `-d`/`--rails` (an empty list). A rail named with `-d` that sysfs
+/// does not show (a sysfs root without it) stays, its facts unknown.
+///
+/// # Errors
+/// A named rail this node does not have, or no ACTIVE port for `auto`: a
+/// usage error on this rank, before it joins (rank 0 then reports it
+/// missing; on rank 0, the run ends at once).
+fn node_rails(plan: &ClusterPlan) -> anyhow::Result<Vec<Rail>> {
+    let me = plan.launch.rank;
+    if plan.rails == RailSpec::Named(Vec::new()) {
+        return Ok(Vec::new());
+    }
+    let devices = crate::sysfs::read_devices(&plan.sysfs_root, None, None).unwrap_or_default();
+    let selection = match (rails::select(&devices, &plan.rails), &plan.device.name) {
+        (Ok(s), _) => s,
+        (Err(_), Some(d)) => RailSelection {
+            rails: vec![Rail {
+                device: d.clone(),
+                port: plan.device.port.unwrap_or(1),
+                active: true,
+                link_layer: None,
+                rate_gbps: None,
+                numa_node: None,
+            }],
+            skipped: Vec::new(),
+        },
+        (Err(e), None) => return Err(crate::UsageError(format!("rank {me}: {e}")).into()),
+    };
+    let shown: Vec<String> = selection
+        .rails
+        .iter()
+        .map(|r| {
+            let mut facts = Vec::new();
+            if let Some(g) = r.rate_gbps {
+                facts.push(format!("{g} Gb/s"));
+            }
+            if let Some(n) = r.numa_node {
+                facts.push(format!("NUMA {n}"));
+            }
+            if !r.active {
+                facts.push("not ACTIVE".into());
+            }
+            if facts.is_empty() {
+                r.name()
+            } else {
+                format!("{} ({})", r.name(), facts.join(", "))
+            }
+        })
+        .collect();
+    // (Ranks simulated as threads of one process: rank 0 speaks for all.)
+    if !plan.print_line && me != 0 {
+        return Ok(selection.rails);
+    }
+    eprintln!("rdmaperf cluster: rank {me}: rails {}", shown.join(", "));
+    if !selection.skipped.is_empty() {
+        eprintln!(
+            "rdmaperf cluster: rank {me}: not rails: {}",
+            selection.skipped.join(", ")
+        );
+    }
+    Ok(selection.rails)
 }

@@ -275,7 +275,8 @@ fn worst(
 fn nodes(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
     h.push_str(
         "<h2>Node verdicts</h2>\n<table id=\"nodes\">\n<tr><th>rank</th><th>host</th><th>device</th>\
-         <th>verdict</th><th>pairs failed</th><th>worst Gb/s</th><th>port error counters that rose</th></tr>\n",
+         <th>verdict</th><th>pairs failed</th><th>worst Gb/s</th><th>port error counters that rose</th>\
+         <th>rails unlike most ranks'</th></tr>\n",
     );
     for n in &verdict.nodes {
         let rose: Vec<String> = n
@@ -285,7 +286,7 @@ fn nodes(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
             .collect();
         let _ = writeln!(
             h,
-            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td><td>{}</td><td>{}</td></tr>",
+            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             n.status.word().to_ascii_lowercase(),
             n.rank,
             escape(&roster.host(n.rank)),
@@ -295,6 +296,7 @@ fn nodes(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
             n.pairs,
             n.worst_bw_gbps.map_or("-".into(), |w| format!("{w:.2}")),
             escape(&rose.join(", ")),
+            escape(&n.rail_findings.join("; ")),
         );
     }
     h.push_str("</table>\n");

@@ -11,6 +11,9 @@
 //!   bounded) and the bounds on a round.
 //! - [`html`]: `report.html`, the report as one self-contained page (a
 //!   heat map of the pair matrix, or a node strip at scale).
+//! - [`rails`]: a node's rails (`--rails auto` or named ports, in
+//!   device-name order) and the coordinator's check that every rank
+//!   brought the same count at the same rates.
 //! - [`hostlist`]: Slurm's hostlist syntax (`tux[0-5,12]`,
 //!   `rack[0-1]_blade[0-2]`), expanded in order under a cap.
 //! - [`schedule`]: the rounds of pairs: all pairs by the circle method
@@ -29,6 +32,7 @@ pub mod hostlist;
 pub mod html;
 pub mod launch;
 pub mod pair_test;
+pub mod rails;
 pub mod rendezvous;
 pub mod report;
 pub mod schedule;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use super::rails::{MAX_RAILS, Rail};
 use super::schedule::{Rank, Round};
 use super::verdict::{Measurement, Outcome};
 
@@ -42,6 +43,10 @@ pub struct Identity {
     /// `--expect-rate auto`).
     #[serde(default)]
     pub rate_gbps: Option<f64>,
+    /// Its rails, rail 0 first (empty under `--simulate`): at most
+    /// [`MAX_RAILS`], checked across ranks by [`super::rails::findings`].
+    #[serde(default)]
+    pub rails: Vec<Rail>,
 }
 
 /// Why the coordinator turned an arriving rank away.
@@ -102,10 +107,19 @@ pub enum JoinError {
     BadHost {
         /// Its rank.
         rank: Rank,
-        /// Which field: `host name`, `address` or `device`.
+        /// Which field: `host name`, `address`, `device`, `rail device`
+        /// or `rail link layer`.
         field: &'static str,
         /// The field's length.
         len: usize,
+    },
+    /// More rails than [`MAX_RAILS`].
+    #[error("rank {rank} sent {count} rails (at most {MAX_RAILS})")]
+    TooManyRails {
+        /// Its rank.
+        rank: Rank,
+        /// How many it sent.
+        count: usize,
     },
     /// It came after the table went out.
     #[error("rank {rank} on {host} arrived after the rendezvous ended")]
@@ -155,11 +169,24 @@ impl Gathering {
     pub fn join(&mut self, id: Identity) -> Result<(), JoinError> {
         let Identity { rank, .. } = id;
         let host = id.host.clone();
+        if id.rails.len() > MAX_RAILS {
+            return Err(JoinError::TooManyRails {
+                rank,
+                count: id.rails.len(),
+            });
+        }
+        let rail_texts = id.rails.iter().flat_map(|r| {
+            std::iter::once(("rail device", &r.device))
+                .chain(r.link_layer.as_ref().map(|l| ("rail link layer", l)))
+        });
         for (field, text) in [
             ("host name", &id.host),
             ("address", &id.address),
             ("device", &id.device),
-        ] {
+        ]
+        .into_iter()
+        .chain(rail_texts)
+        {
             if text.is_empty() || text.len() > MAX_HOST_LEN || text.chars().any(char::is_control) {
                 return Err(JoinError::BadHost {
                     rank,
@@ -438,6 +465,7 @@ mod tests {
             address: "169.254.10.1".into(),
             device: "rxe0:1".into(),
             rate_gbps: None,
+            rails: Vec::new(),
         }
     }
 
@@ -533,6 +561,29 @@ mod tests {
             g.join(no_device),
             Err(JoinError::BadHost {
                 field: "device",
+                ..
+            })
+        ));
+        let rail = |device: &str| Rail {
+            device: device.into(),
+            port: 1,
+            active: true,
+            link_layer: Some("InfiniBand".into()),
+            rate_gbps: Some(400.0),
+            numa_node: Some(0),
+        };
+        let mut too_many = id(2, "c");
+        too_many.rails = vec![rail("mlx5_0"); MAX_RAILS + 1];
+        assert_eq!(
+            g.join(too_many).unwrap_err().to_string(),
+            "rank 2 sent 33 rails (at most 32)"
+        );
+        let mut bad_rail = id(2, "c");
+        bad_rail.rails = vec![rail("mlx5_0"), rail("mlx5\x1b[2J")];
+        assert!(matches!(
+            g.join(bad_rail),
+            Err(JoinError::BadHost {
+                field: "rail device",
                 ..
             })
         ));

@@ -167,6 +167,8 @@ pub struct NodeRecord<'a> {
     pub worst_bw_gbps: Option<f64>,
     /// Its port's error counters that rose during the run.
     pub port_errors: &'a [CounterRise],
+    /// What is wrong with its rails against most ranks'.
+    pub rail_findings: &'a [String],
 }
 
 /// `summary.json`: the run's verdict as a whole.
@@ -214,6 +216,7 @@ pub fn summary<'a>(
                 peer_missing: n.peer_missing,
                 worst_bw_gbps: n.worst_bw_gbps,
                 port_errors: &n.port_errors,
+                rail_findings: &n.rail_findings,
             })
             .collect(),
         missing_ranks: verdict
@@ -262,6 +265,12 @@ pub fn node_lines(verdict: &ClusterVerdict, roster: Roster<'_>) -> Vec<String> {
                         .collect();
                     line.push_str(&printable(
                         &format!("; port error counters rose: {}", rose.join(", ")),
+                        MAX_PEER_TEXT,
+                    ));
+                }
+                if !n.rail_findings.is_empty() {
+                    line.push_str(&printable(
+                        &format!("; rails: {}", n.rail_findings.join("; ")),
                         MAX_PEER_TEXT,
                     ));
                 }
@@ -495,6 +504,31 @@ mod tests {
         assert_eq!(json["nodes"][0]["verdict"], "FAIL");
         assert_eq!(json["nodes"][0]["port_errors"][0]["after"], 7, "{json:#}");
         assert_eq!(json["nodes"][1]["port_errors"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn a_node_whose_rails_differ_says_how_and_the_summary_lists_it() {
+        let (all, _, hosts) = run();
+        let mut facts = vec![crate::cluster::verdict::NodeFacts::default(); 4];
+        facts[1].rail_findings =
+            vec!["rail 5 mlx5_5:1 at 200 Gb/s, most ranks' rail 5 at 400 Gb/s".into()];
+        let v = crate::cluster::verdict::judge_with(4, &[3], &all, &Thresholds::default(), &facts);
+        let roster = Roster {
+            hosts: &hosts,
+            devices: &[],
+        };
+        let line = &node_lines(&v, roster)[1];
+        assert!(line.starts_with("rank 1 node-b: FAIL "), "{line}");
+        assert!(
+            line.ends_with("; rails: rail 5 mlx5_5:1 at 200 Gb/s, most ranks' rail 5 at 400 Gb/s"),
+            "{line}"
+        );
+        let json = serde_json::to_value(summary(&v, roster, 1.0)).unwrap();
+        assert_eq!(
+            json["nodes"][1]["rail_findings"][0],
+            "rail 5 mlx5_5:1 at 200 Gb/s, most ranks' rail 5 at 400 Gb/s"
+        );
+        assert_eq!(json["nodes"][0]["rail_findings"], serde_json::json!([]));
     }
 
     #[test]

@@ -167,6 +167,9 @@ pub struct NodeFacts {
     pub rate_gbps: Option<f64>,
     /// Its port's error counters that rose during the run.
     pub port_errors: Vec<CounterRise>,
+    /// What is wrong with its rails against most ranks'
+    /// ([`super::rails::findings`]); any fails it.
+    pub rail_findings: Vec<String>,
 }
 
 /// One direction of one pair's test: data flowing `from` → `to`.
@@ -365,6 +368,8 @@ pub struct NodeVerdict {
     pub worst_bw_gbps: Option<f64>,
     /// Its port's error counters that rose during the run (any fails it).
     pub port_errors: Vec<CounterRise>,
+    /// What is wrong with its rails against most ranks' (any fails it).
+    pub rail_findings: Vec<String>,
 }
 
 /// Everything the verdicts say about a run.
@@ -433,6 +438,11 @@ pub fn judge_with(
         facts
             .get(r as usize)
             .map_or(&[][..], |f| f.port_errors.as_slice())
+    };
+    let rail_findings = |r: Rank| {
+        facts
+            .get(r as usize)
+            .map_or(&[][..], |f| f.rail_findings.as_slice())
     };
     let best_bw = measurements
         .iter()
@@ -536,7 +546,8 @@ pub fn judge_with(
         .map(|(r, (pairs, failed))| {
             !missing.contains(&(r as Rank))
                 && ((*pairs >= 2 && failed.len() * 2 > *pairs)
-                    || !port_errors(r as Rank).is_empty())
+                    || !port_errors(r as Rank).is_empty()
+                    || !rail_findings(r as Rank).is_empty())
         })
         .collect();
     let nodes: Vec<NodeVerdict> = (0..size)
@@ -568,6 +579,7 @@ pub fn judge_with(
                 peer_missing,
                 worst_bw_gbps: worst.get(rank as usize).copied().flatten(),
                 port_errors: port_errors(rank).to_vec(),
+                rail_findings: rail_findings(rank).to_vec(),
             }
         })
         .collect();
@@ -812,7 +824,7 @@ mod tests {
         let facts: Vec<NodeFacts> = [200.0, 200.0, 100.0, 200.0]
             .map(|g| NodeFacts {
                 rate_gbps: Some(g),
-                port_errors: Vec::new(),
+                ..NodeFacts::default()
             })
             .to_vec();
         let th = Thresholds {
@@ -888,6 +900,31 @@ mod tests {
         );
         assert_eq!(v.nodes[1].port_errors, facts[1].port_errors);
         assert!(v.directions.iter().all(|d| d.pass), "the figures passed");
+        assert_eq!(v.exit_code(), 3);
+    }
+
+    #[test]
+    fn a_node_whose_rails_differ_fails_whatever_its_figures() {
+        let mut facts = vec![NodeFacts::default(); 4];
+        facts[2].rail_findings = vec!["7 rails, most ranks have 8".into()];
+        let v = judge_with(
+            4,
+            &[],
+            &run(&FOUR, 100.0, &[]),
+            &Thresholds::default(),
+            &facts,
+        );
+        assert_eq!(
+            statuses(&v),
+            [
+                NodeStatus::Pass,
+                NodeStatus::Pass,
+                NodeStatus::Fail,
+                NodeStatus::Pass
+            ]
+        );
+        assert_eq!(v.nodes[2].rail_findings, facts[2].rail_findings);
+        assert!(v.nodes[0].rail_findings.is_empty());
         assert_eq!(v.exit_code(), 3);
     }
 

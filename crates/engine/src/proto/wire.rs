@@ -1069,6 +1069,14 @@ mod tests {
             address: "169.254.10.1".into(),
             device: "rxe0:1".into(),
             rate_gbps: Some(2.5),
+            rails: vec![crate::cluster::rails::Rail {
+                device: "rxe0".into(),
+                port: 1,
+                active: true,
+                link_layer: Some("Ethernet".into()),
+                rate_gbps: Some(2.5),
+                numa_node: None,
+            }],
         }
     }
 
