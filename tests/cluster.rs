@@ -405,10 +405,29 @@ fn launcher_mistakes_are_usage_errors_that_say_what_to_do() {
         &[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "4")],
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    // One rank has no pairs.
+    // One rank is the node self-test, which needs two rails.
     let out = cluster(&["--rank", "0", "--size", "1", "--simulate"], &[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("at least 2 ranks"));
+    assert!(
+        text(&out.stderr).contains("it needs 2 rails or more (--rails), this node has 0"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = cluster(
+        &[
+            "--rank",
+            "0",
+            "--size",
+            "1",
+            "--simulate",
+            "--report",
+            "/tmp/rdmaperf-no-report",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--report: one rank is the node self-test"));
+    assert!(!Path::new("/tmp/rdmaperf-no-report").exists());
     // A report directory that cannot be made.
     let out = cluster(
         &["--simulate-ranks", "2", "--report", "/proc/no/such/dir"],
@@ -502,6 +521,17 @@ fn mpirun_launches_4_ranks_that_find_each_other() {
 /// The loose relative rule for runs under emulation.
 const EMULATED_RELATIVE_BW: &str = "0.05";
 
+/// Each direction's test under emulation: 2 s of 64 KiB writes, judged
+/// by the loose relative rule.
+const EMULATED_PAIR_TEST: [&str; 6] = [
+    "-D",
+    "2",
+    "-s",
+    "65536",
+    "--relative-bw",
+    EMULATED_RELATIVE_BW,
+];
+
 /// The two rxe devices the VM gives (`RDMAPERF_TEST_DEVICE`,
 /// `RDMAPERF_TEST_DEVICE2`: rxe0 and rxe1, or the second set scripts/test's
 /// lane 2 runs on), which reach each other across one veth pair.
@@ -566,38 +596,33 @@ fn mpirun_runs_4_ranks_on_soft_roce_and_measures_every_direction() {
         .to_vec();
     args.extend(on_alternate_rxe("OMPI_COMM_WORLD_RANK"));
     args.extend(
-        [
-            "--coordinator",
-            &coordinator,
-            "-D",
-            "2",
-            "-s",
-            "65536",
-            "--relative-bw",
-            EMULATED_RELATIVE_BW,
-            // And a write_lat each way; emulated latency spreads far more
-            // than 2.1 × (a pair on one device against one across the
-            // veth), so only the figures are checked here.
-            "--latency",
-            "-n",
-            "100",
-            "--relative-lat",
-            "1000",
-            // soft-RoCE under emulation retries: its driver counters
-            // (duplicate_request, rcvd_seq_err, completer_retry_err...)
-            // rise in healthy runs (measured), so they are not judged.
-            "--ignore-counter",
-            "hw_counters/*",
-            // The floor from each port's negotiated rate, low enough for
-            // emulated figures: checked against sysfs below.
-            "--expect-rate",
-            "auto",
-            "--min-efficiency",
-            "0.0001",
-            "--report",
-            dir.root().to_str().unwrap(),
-        ]
-        .map(String::from),
+        ["--coordinator", &coordinator]
+            .into_iter()
+            .chain(EMULATED_PAIR_TEST)
+            .chain([
+                // And a write_lat each way; emulated latency spreads far more
+                // than 2.1 × (a pair on one device against one across the
+                // veth), so only the figures are checked here.
+                "--latency",
+                "-n",
+                "100",
+                "--relative-lat",
+                "1000",
+                // soft-RoCE under emulation retries: its driver counters
+                // (duplicate_request, rcvd_seq_err, completer_retry_err...)
+                // rise in healthy runs (measured), so they are not judged.
+                "--ignore-counter",
+                "hw_counters/*",
+                // The floor from each port's negotiated rate, low enough for
+                // emulated figures: checked against sysfs below.
+                "--expect-rate",
+                "auto",
+                "--min-efficiency",
+                "0.0001",
+                "--report",
+                dir.root().to_str().unwrap(),
+            ])
+            .map(String::from),
     );
     let out = Command::new("mpirun").args(&args).output().unwrap();
     let stdout = text(&out.stdout);
@@ -665,19 +690,15 @@ fn srun_runs_4_and_3_ranks_on_a_real_single_node_slurm() {
         let mut args: Vec<String> = vec!["-n".into(), n.to_string(), "-O".into()];
         args.extend(on_alternate_rxe("SLURM_PROCID"));
         args.extend(
-            [
-                "-D",
-                "2",
-                "-s",
-                "65536",
-                "--relative-bw",
-                EMULATED_RELATIVE_BW,
-                "--ignore-counter",
-                "hw_counters/*",
-                "--report",
-                dir.root().to_str().unwrap(),
-            ]
-            .map(String::from),
+            EMULATED_PAIR_TEST
+                .into_iter()
+                .chain([
+                    "--ignore-counter",
+                    "hw_counters/*",
+                    "--report",
+                    dir.root().to_str().unwrap(),
+                ])
+                .map(String::from),
         );
         let out = Command::new("srun")
             .env("SLURM_CONF", &conf)
@@ -1150,4 +1171,113 @@ fn a_node_whose_rails_differ_from_most_fails_and_says_which_rail() {
     assert_eq!(summary["nodes"][0]["rail_findings"], serde_json::json!([]));
     let html = std::fs::read_to_string(report.join("report.html")).unwrap();
     assert!(html.contains("1 rail, most ranks have 2"));
+}
+
+#[test]
+fn one_rank_is_the_node_self_test_every_rail_against_the_next_both_ways() {
+    // One machine's sysfs with two InfiniBand rails (mlx5_0 at 400 Gb/s,
+    // mlx5_1 at 200) and an Ethernet port that is no rail; figures
+    // fabricated (--simulate: 100 Gb/s), judged against each rail's rate.
+    let root = fixture("sysfs/complete");
+    let run = |efficiency: &str| {
+        cluster(
+            &[
+                "--rank",
+                "0",
+                "--size",
+                "1",
+                "--simulate",
+                "--rails",
+                "auto",
+                "--sysfs-root",
+                root.to_str().unwrap(),
+                "--expect-rate",
+                "auto",
+                "--min-efficiency",
+                efficiency,
+            ],
+            &[],
+        )
+    };
+    let out = run("0.45");
+    let stdout = stdout_of(&out, 0);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let want = [
+        "plan: self-test of 2 rails: 1 pairs, both directions, in 1 rounds",
+        "rail 0 mlx5_0:1: PASS 0 of 1 pairs failed, worst ",
+        "rail 1 mlx5_1:1: PASS 0 of 1 pairs failed, worst ",
+        "rail 1 mlx5_1:1 -> rail 0 mlx5_0:1: ",
+        "rail 0 mlx5_0:1 -> rail 1 mlx5_1:1: ",
+        "self-test: PASS in ",
+    ];
+    assert_eq!(lines.len(), want.len(), "{stdout}");
+    for (line, start) in lines.iter().zip(want) {
+        assert!(line.starts_with(start), "want {start:?}: {stdout}");
+    }
+    assert!(
+        text(&out.stderr).contains("the node self-test, rail k against rail k+1"),
+        "{}",
+        text(&out.stderr)
+    );
+    // At 0.9 of the slower rail (200 Gb/s): 180 Gb/s, which 100 misses.
+    let out = run("0.9");
+    let stdout = stdout_of(&out, 3);
+    assert_eq!(
+        stdout.matches("Gb/s < 180.00 Gb/s expected").count(),
+        2,
+        "both directions: {stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("self-test: FAIL in "),
+        "{stdout}"
+    );
+}
+
+#[test]
+#[ignore = "needs rxe0 and rxe1: scripts/vm-run --devices 2 (scripts/test)"]
+fn the_self_test_on_one_rank_measures_both_rails_of_soft_roce_both_ways() {
+    // rxe0 and rxe1 reach each other across the VM's veth pair: a node
+    // with two rails.
+    let [a, b] = two_devices();
+    let rails = format!("{a},{b}");
+    let out = cluster(
+        &["--rank", "0", "--size", "1", "--rails", &rails]
+            .into_iter()
+            .chain(EMULATED_PAIR_TEST)
+            .collect::<Vec<_>>(),
+        &[],
+    );
+    let stdout = stdout_of(&out, 0);
+    eprintln!("{stdout}");
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("rank 0: rails {a}:1 (")), "{err}");
+    for (from, to) in [(&a, &b), (&b, &a)] {
+        let line = stdout
+            .lines()
+            .find(|l| l.contains(&format!("{from}:1 -> ")) && l.contains(&format!("{to}:1: ")))
+            .unwrap_or_else(|| panic!("no line for {from} -> {to}: {stdout}"));
+        let gbps: f64 = line
+            .rsplit(": ")
+            .next()
+            .and_then(|f| f.strip_suffix(" Gb/s"))
+            .and_then(|f| f.parse().ok())
+            .unwrap_or_else(|| panic!("no figure in {line:?}"));
+        assert!(gbps > 0.0, "{line}");
+    }
+    assert!(
+        stdout.contains(&format!("rail 0 {a}:1: PASS 0 of 1 pairs failed")),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("self-test: PASS in "),
+        "{stdout}"
+    );
 }

@@ -10,17 +10,19 @@
 //! - [`rank`]: one rank's life (join, rounds, pair tests);
 //! - [`coordinator`]: rank 0's gathering, rounds, verdicts and report;
 //! - [`pair`]: one direction of one pair (a real test, or `--simulate`'s
-//!   fabricated figure).
+//!   fabricated figure);
+//! - [`selftest`]: one rank, the node self-test: rail k against rail k+1.
 
 pub mod coordinator;
 pub mod pair;
 pub mod rank;
+pub mod selftest;
 
 use std::path::PathBuf;
 use std::thread;
 use std::time::Duration;
 
-use engine::cluster::launch::{self, Coordinator, Launch, RankFlags};
+use engine::cluster::launch::{self, Coordinator, CoordinatorSource, Launch, RankFlags};
 use engine::cluster::pair_test::{LAT_ITERATIONS, PairTest};
 use engine::cluster::rails::{self, RailName, RailSpec};
 use engine::cluster::schedule::{Pattern, Rank};
@@ -207,16 +209,20 @@ impl ClusterArgs {
             size: self.size,
         };
         let launch = launch::detect(env, &flags).map_err(|e| usage(&e))?;
-        if launch.size < 2 {
-            return Err(UsageError(
-                "cluster mode needs at least 2 ranks: launch it with srun, mpirun or torchrun, \
-                 or give --rank and --size"
-                    .into(),
-            ));
-        }
-        let coordinator = launch::coordinator(self.coordinator.as_deref(), env, &launch)
-            .map_err(|e| usage(&e))?
-            .ok_or_else(|| UsageError("--coordinator HOST:PORT: no coordinator is known".into()))?;
+        // One rank is the node self-test: no coordinator.
+        let coordinator = if launch.size == 1 {
+            Coordinator {
+                host: "127.0.0.1".into(),
+                port: 0,
+                source: CoordinatorSource::SelfTest,
+            }
+        } else {
+            launch::coordinator(self.coordinator.as_deref(), env, &launch)
+                .map_err(|e| usage(&e))?
+                .ok_or_else(|| {
+                    UsageError("--coordinator HOST:PORT: no coordinator is known".into())
+                })?
+        };
         let test = PairTest {
             size: self.message_size,
             duration_s: self.duration,
@@ -325,6 +331,13 @@ impl ClusterArgs {
             (None, None) if self.simulate => RailSpec::Named(Vec::new()),
             (None, None) => RailSpec::Auto,
         };
+        if launch.size == 1 && self.report.is_some() {
+            return Err(UsageError(
+                "--report: one rank is the node self-test, which prints its verdicts and \
+                 writes no report"
+                    .into(),
+            ));
+        }
         // Last, once every flag is good: rank 0 creates the report's
         // directory (as `mkdir -p`) and checks it can write there.
         if let Some(dir) = &self.report
@@ -377,6 +390,13 @@ pub fn run(args: &ClusterArgs) -> anyhow::Result<u8> {
     }
     let env = |name: &str| std::env::var(name).ok();
     let plan = args.plan(&env)?;
+    if plan.launch.size == 1 {
+        eprintln!(
+            "rdmaperf cluster: one rank ({}): the node self-test, rail k against rail k+1",
+            plan.launch.source
+        );
+        return selftest::run(&plan);
+    }
     eprintln!(
         "rdmaperf cluster: rank {} of {} ({}); coordinator {}:{} ({})",
         plan.launch.rank,

@@ -300,7 +300,7 @@ fn host_name() -> String {
 /// A named rail this node does not have, or no ACTIVE port for `auto`: a
 /// usage error on this rank, before it joins (rank 0 then reports it
 /// missing; on rank 0, the run ends at once).
-fn node_rails(plan: &ClusterPlan) -> anyhow::Result<Vec<Rail>> {
+pub(super) fn node_rails(plan: &ClusterPlan) -> anyhow::Result<Vec<Rail>> {
     let me = plan.launch.rank;
     if plan.rails == RailSpec::Named(Vec::new()) {
         return Ok(Vec::new());

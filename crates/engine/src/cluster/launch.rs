@@ -332,6 +332,8 @@ pub enum CoordinatorSource {
     Torchrun,
     /// The first host of Slurm's node list, a port from the job id.
     SlurmNodelist,
+    /// None: one rank, the node self-test.
+    SelfTest,
 }
 
 impl fmt::Display for CoordinatorSource {
@@ -340,6 +342,7 @@ impl fmt::Display for CoordinatorSource {
             Self::Flag => "--coordinator",
             Self::Torchrun => "MASTER_ADDR, MASTER_PORT + 1",
             Self::SlurmNodelist => "the first host of SLURM_STEP_NODELIST",
+            Self::SelfTest => "none: one rank is the node self-test",
         })
     }
 }
