@@ -1019,7 +1019,8 @@ fn a_real_prometheus_scrapes_the_ports_and_a_probe_of_a_persistent_server() {
 /// Every metric the Grafana dashboard in docs/ queries is one rdmaperf
 /// writes: the port metrics as `ports --prom` writes them for the complete
 /// fixture tree, the probe's own from a probe answer, the results and
-/// verdicts as engine::fabric::prom names them.
+/// verdicts as engine::fabric::prom names them, the cluster report's as
+/// engine::cluster::report does.
 #[test]
 fn the_grafana_dashboard_queries_only_metrics_rdmaperf_writes() {
     let dashboard: serde_json::Value =
@@ -1047,7 +1048,8 @@ fn the_grafana_dashboard_queries_only_metrics_rdmaperf_writes() {
     let engine_names = concat!(
         include_str!("../crates/engine/src/fabric/prom/ports.rs"),
         include_str!("../crates/engine/src/fabric/prom/results.rs"),
-        include_str!("../crates/engine/src/fabric/prom/text.rs")
+        include_str!("../crates/engine/src/fabric/prom/text.rs"),
+        include_str!("../crates/engine/src/cluster/report.rs")
     );
     let exporter_names = include_str!("../crates/cli/fabric/exporter.rs");
     for expr in &exprs {
