@@ -548,15 +548,16 @@ fn device_of(rank: u64) -> String {
     two_devices()[(rank % 2) as usize].clone()
 }
 
-/// A shell that runs `rdmaperf cluster -d DEVICE ARGS` with the rank from
-/// `rank_var`, each rank on one of the two devices ([`device_of`]).
+/// A shell that runs `rdmaperf cluster --rails DEVICE ARGS` with the rank
+/// from `rank_var`, each rank on one of the two devices ([`device_of`]) as
+/// its one rail (the rail read from sysfs, the pairs on it).
 fn on_alternate_rxe(rank_var: &str) -> Vec<String> {
     let [even, odd] = two_devices();
     vec![
         "sh".into(),
         "-c".into(),
         format!(
-            r#"case $(( ${rank_var} % 2 )) in 0) d={even} ;; *) d={odd} ;; esac; exec "$0" cluster -d "$d" "$@""#
+            r#"case $(( ${rank_var} % 2 )) in 0) d={even} ;; *) d={odd} ;; esac; exec "$0" cluster --rails "$d" "$@""#
         ),
         RDMAPERF.into(),
     ]

@@ -21,6 +21,7 @@ use super::ClusterPlan;
 use super::coordinator;
 use super::pair;
 use crate::oob::{Channel, Listener};
+use crate::options::DeviceSelection;
 
 /// Slack on every wait for rank 0 beyond the bounds it keeps itself.
 const COORDINATOR_SLACK: Duration = Duration::from_secs(30);
@@ -41,6 +42,22 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
     // Its rails first: a rail it cannot have is its usage error, before
     // it listens or joins.
     let rails = node_rails(plan)?;
+    // The pairs run on rail 0: `--rails` (or auto) names it, `-d` is it.
+    let on_rail_0;
+    let plan = match (&plan.device.name, rails.first()) {
+        (None, Some(rail)) => {
+            on_rail_0 = ClusterPlan {
+                device: DeviceSelection {
+                    name: Some(rail.device.clone()),
+                    port: Some(rail.port),
+                    gid_index: plan.device.gid_index,
+                },
+                ..plan.clone()
+            };
+            &on_rail_0
+        }
+        _ => plan,
+    };
     let listener = Listener::bind("0.0.0.0", 0).context("binding this rank's pair listener")?;
     let coordinating = if me == 0 {
         let l = Listener::bind("0.0.0.0", plan.coordinator.port).with_context(|| {
@@ -110,11 +127,10 @@ fn take_part(
         true,
     )
     .context("joining rank 0 (--rendezvous-timeout)")?;
-    // The pairs run on rail 0.
-    let device = match (&plan.device.name, rails.first()) {
-        (Some(d), _) => format!("{d}:{}", plan.device.port.unwrap_or(1)),
-        (None, Some(rail)) => rail.name(),
-        (None, None) => "simulated".into(),
+    // The pairs run on rail 0 (`run` made it the plan's device).
+    let device = match &plan.device.name {
+        Some(d) => format!("{d}:{}", plan.device.port.unwrap_or(1)),
+        None => "simulated".into(),
     };
     // This rank's port: its rate (for --expect-rate auto) and its error
     // counters before the first round; every report says which rose since.
