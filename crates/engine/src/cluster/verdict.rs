@@ -759,6 +759,18 @@ mod tests {
         v.nodes.iter().map(|n| n.status).collect()
     }
 
+    /// Four ranks whose every direction ran at 100 Gb/s, judged with the
+    /// default thresholds and `facts`.
+    fn healthy_four_judged_with(facts: &[NodeFacts]) -> ClusterVerdict {
+        judge_with(
+            4,
+            &[],
+            &run(&FOUR, 100.0, &[]),
+            &Thresholds::default(),
+            facts,
+        )
+    }
+
     #[test]
     fn a_clean_run_passes_every_node_and_exits_zero() {
         let v = judge(4, &[], &run(&FOUR, 100.0, &[]), &Thresholds::default());
@@ -882,13 +894,7 @@ mod tests {
             before: 10,
             after: 13,
         }];
-        let v = judge_with(
-            4,
-            &[],
-            &run(&FOUR, 100.0, &[]),
-            &Thresholds::default(),
-            &facts,
-        );
+        let v = healthy_four_judged_with(&facts);
         assert_eq!(
             statuses(&v),
             [
@@ -907,13 +913,7 @@ mod tests {
     fn a_node_whose_rails_differ_fails_whatever_its_figures() {
         let mut facts = vec![NodeFacts::default(); 4];
         facts[2].rail_findings = vec!["7 rails, most ranks have 8".into()];
-        let v = judge_with(
-            4,
-            &[],
-            &run(&FOUR, 100.0, &[]),
-            &Thresholds::default(),
-            &facts,
-        );
+        let v = healthy_four_judged_with(&facts);
         assert_eq!(
             statuses(&v),
             [
