@@ -431,6 +431,7 @@ mod tests {
                         round: i as u32,
                         from,
                         to,
+                        rail: 0,
                         outcome: Outcome::Measured {
                             bw_gbps: if from == slow || to == slow {
                                 40.0

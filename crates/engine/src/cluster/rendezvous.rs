@@ -47,6 +47,26 @@ pub struct Identity {
     /// [`MAX_RAILS`], checked across ranks by [`super::rails::findings`].
     #[serde(default)]
     pub rails: Vec<Rail>,
+    /// The TCP ports of its pair listeners for rails 1, 2, ... (rail 0's
+    /// is `pair_port`): one per rail it tests on, at most
+    /// [`MAX_RAILS`] − 1.
+    #[serde(default)]
+    pub rail_ports: Vec<u16>,
+}
+
+impl Identity {
+    /// How many rails it tests on: one listener each.
+    pub fn rail_count(&self) -> u32 {
+        1 + self.rail_ports.len() as u32
+    }
+
+    /// Rail k's pair port.
+    pub fn rail_port(&self, rail: u32) -> Option<u16> {
+        match rail {
+            0 => Some(self.pair_port),
+            k => self.rail_ports.get(k as usize - 1).copied(),
+        }
+    }
 }
 
 /// Why the coordinator turned an arriving rank away.
@@ -169,10 +189,10 @@ impl Gathering {
     pub fn join(&mut self, id: Identity) -> Result<(), JoinError> {
         let Identity { rank, .. } = id;
         let host = id.host.clone();
-        if id.rails.len() > MAX_RAILS {
+        if id.rails.len() > MAX_RAILS || id.rail_ports.len() >= MAX_RAILS {
             return Err(JoinError::TooManyRails {
                 rank,
-                count: id.rails.len(),
+                count: id.rails.len().max(id.rail_ports.len() + 1),
             });
         }
         let rail_texts = id.rails.iter().flat_map(|r| {
@@ -304,6 +324,8 @@ pub struct RoundTracker {
     reports: Vec<Option<RoundReport>>,
     /// Live ranks of the round's pairs that have not reported.
     owed: usize,
+    /// Per rank, how many rails it tests on (absent: one).
+    rails: Vec<u32>,
 }
 
 impl RoundTracker {
@@ -335,7 +357,22 @@ impl RoundTracker {
             partners,
             reports: vec![None; alive.len()],
             owed,
+            rails: Vec::new(),
         }
+    }
+
+    /// Per rank, how many rails it tests on ([`Identity::rail_count`]): a
+    /// pair runs on the rails both have, rail k with rail k.
+    #[must_use]
+    pub fn with_rails(mut self, rails: Vec<u32>) -> Self {
+        self.rails = rails;
+        self
+    }
+
+    /// How many rails `a` and `b` share.
+    fn shared_rails(&self, a: Rank, b: Rank) -> u32 {
+        let of = |r: Rank| self.rails.get(r as usize).copied().unwrap_or(1);
+        of(a).min(of(b)).max(1)
     }
 
     fn is_alive(&self, r: Rank) -> bool {
@@ -363,8 +400,10 @@ impl RoundTracker {
         let Some(partner) = self.partner(rank) else {
             return;
         };
+        let rails = self.shared_rails(rank, partner);
         report.measurements.retain(|m| {
             m.round == self.index
+                && m.rail < rails
                 && ((m.from == rank && m.to == partner) || (m.from == partner && m.to == rank))
         });
         if self.is_alive(rank)
@@ -411,40 +450,44 @@ impl RoundTracker {
     pub fn finish(self) -> (Vec<Measurement>, Vec<Rank>) {
         let silent = self.owed();
         let mut out = Vec::with_capacity(self.round.pairs.len() * 2);
-        for p in &self.round.pairs {
-            for (from, to) in [(p.client, p.server), (p.server, p.client)] {
-                let dead = !self.is_alive(p.server) || !self.is_alive(p.client);
-                let found = |r: Rank| {
-                    self.reports[r as usize]
-                        .as_ref()
-                        .and_then(|rep| {
-                            rep.measurements
-                                .iter()
-                                .find(|m| m.from == from && m.to == to)
-                        })
-                        .cloned()
-                };
-                let m = if dead {
-                    None
+        let directions = self.round.pairs.iter().flat_map(|p| {
+            (0..self.shared_rails(p.client, p.server)).flat_map(move |rail| {
+                [(p.client, p.server), (p.server, p.client)].map(|(from, to)| (p, rail, from, to))
+            })
+        });
+        for (p, rail, from, to) in directions {
+            let dead = !self.is_alive(p.server) || !self.is_alive(p.client);
+            let found = |r: Rank| {
+                self.reports[r as usize]
+                    .as_ref()
+                    .and_then(|rep| {
+                        rep.measurements
+                            .iter()
+                            .find(|m| m.from == from && m.to == to && m.rail == rail)
+                    })
+                    .cloned()
+            };
+            let m = if dead {
+                None
+            } else {
+                found(p.client).or_else(|| found(p.server))
+            };
+            out.push(m.unwrap_or_else(|| Measurement {
+                round: self.index,
+                from,
+                to,
+                rail,
+                outcome: if dead {
+                    Outcome::PeerMissing
                 } else {
-                    found(p.client).or_else(|| found(p.server))
-                };
-                out.push(m.unwrap_or_else(|| Measurement {
-                    round: self.index,
-                    from,
-                    to,
-                    outcome: if dead {
-                        Outcome::PeerMissing
-                    } else {
-                        Outcome::Error {
-                            error: format!(
-                                "no result from rank {} or rank {} within the round's deadline",
-                                p.client, p.server
-                            ),
-                        }
-                    },
-                }));
-            }
+                    Outcome::Error {
+                        error: format!(
+                            "no result from rank {} or rank {} within the round's deadline",
+                            p.client, p.server
+                        ),
+                    }
+                },
+            }));
         }
         (out, silent)
     }
@@ -457,6 +500,7 @@ mod tests {
 
     fn id(rank: Rank, host: &str) -> Identity {
         Identity {
+            rail_ports: Vec::new(),
             rank,
             size: 3,
             version: "0.1.0".into(),
@@ -621,12 +665,51 @@ mod tests {
             round,
             from,
             to,
+            rail: 0,
             outcome: Outcome::Measured {
                 bw_gbps: gbps,
                 lat_us: None,
                 latency: None,
             },
         }
+    }
+
+    #[test]
+    fn a_pair_runs_on_the_rails_both_have_and_a_rail_not_reported_is_an_error() {
+        let t0 = Instant::now();
+        // Ranks 0 and 3 have two rails, rank 1 two, rank 2 one.
+        let mut t = RoundTracker::start(0, &round(), &[true; 4], t0, Duration::from_secs(20))
+            .with_rails(vec![2, 2, 1, 2]);
+        let on = |rail, m: Measurement| Measurement { rail, ..m };
+        t.report(RoundReport {
+            rank: 3,
+            measurements: vec![
+                measured(0, 3, 0, 90.0),
+                measured(0, 0, 3, 91.0),
+                on(1, measured(0, 3, 0, 40.0)),
+                // Rail 2 is no rail of theirs: dropped.
+                on(2, measured(0, 3, 0, 1.0)),
+            ],
+        });
+        t.report(RoundReport {
+            rank: 2,
+            measurements: vec![measured(0, 2, 1, 80.0), on(1, measured(0, 2, 1, 1.0))],
+        });
+        let (got, _) = t.finish();
+        let seen: Vec<(Rank, Rank, u32, Option<f64>)> =
+            got.iter().map(|m| (m.from, m.to, m.rail, m.bw())).collect();
+        assert_eq!(
+            seen,
+            [
+                (3, 0, 0, Some(90.0)),
+                (0, 3, 0, Some(91.0)),
+                (3, 0, 1, Some(40.0)),
+                (0, 3, 1, None),
+                (2, 1, 0, Some(80.0)),
+                (1, 2, 0, None),
+            ]
+        );
+        assert!(matches!(&got[3].outcome, Outcome::Error { error } if error.contains("no result")));
     }
 
     #[test]
@@ -774,6 +857,7 @@ mod tests {
                                 round: i,
                                 from,
                                 to,
+                                rail: 0,
                                 outcome: Outcome::Measured {
                                     bw_gbps: bw(from, to),
                                     lat_us: None,

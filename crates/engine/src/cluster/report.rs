@@ -439,6 +439,7 @@ mod tests {
                         round: i as u32,
                         from,
                         to,
+                        rail: 0,
                         outcome,
                     });
                 }

@@ -163,13 +163,27 @@ impl PairLatency {
 /// What a rank says about its own port, for the node verdicts.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeFacts {
-    /// Its port's negotiated rate, Gb/s, when it could be read.
+    /// Its port's negotiated rate, Gb/s, when it could be read (rail 0's).
     pub rate_gbps: Option<f64>,
+    /// Per rail k, its rate, Gb/s (empty: `rate_gbps` is rail 0's, the
+    /// others unknown).
+    pub rail_rates_gbps: Vec<Option<f64>>,
     /// Its port's error counters that rose during the run.
     pub port_errors: Vec<CounterRise>,
     /// What is wrong with its rails against most ranks'
     /// ([`super::rails::findings`]); any fails it.
     pub rail_findings: Vec<String>,
+}
+
+impl NodeFacts {
+    /// Its rail's rate, Gb/s, when known.
+    pub fn rate_on(&self, rail: u32) -> Option<f64> {
+        match self.rail_rates_gbps.get(rail as usize) {
+            Some(r) => *r,
+            None if rail == 0 => self.rate_gbps,
+            None => None,
+        }
+    }
 }
 
 /// One direction of one pair's test: data flowing `from` → `to`.
@@ -182,12 +196,17 @@ pub struct Measurement {
     pub from: Rank,
     /// The receiving rank.
     pub to: Rank,
+    /// The rail it ran on: the sender's rail k met the receiver's rail k
+    /// (0 with one rail).
+    #[serde(default)]
+    pub rail: u32,
     /// What happened.
     pub outcome: Outcome,
 }
 
 impl Measurement {
-    fn bw(&self) -> Option<f64> {
+    /// Its bandwidth, Gb/s, when measured.
+    pub fn bw(&self) -> Option<f64> {
         match self.outcome {
             Outcome::Measured { bw_gbps, .. } => Some(bw_gbps),
             _ => None,
@@ -317,6 +336,8 @@ pub struct DirectionVerdict {
 pub struct RoundVerdict {
     /// The round.
     pub round: u32,
+    /// The rail it is about (0 with one rail: each rail is judged apart).
+    pub rail: u32,
     /// Directions measured in it.
     pub measured: usize,
     /// Of those, how many failed a relative rule.
@@ -370,6 +391,25 @@ pub struct NodeVerdict {
     pub port_errors: Vec<CounterRise>,
     /// What is wrong with its rails against most ranks' (any fails it).
     pub rail_findings: Vec<String>,
+    /// With more than one rail, its verdict on each (figures only: the
+    /// port counters and rail findings are the node's); empty with one.
+    pub rails: Vec<RailVerdict>,
+}
+
+/// A node's verdict on one of its rails: its pairs on that rail, judged
+/// against that rail's figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RailVerdict {
+    /// The rail.
+    pub rail: u32,
+    /// Its state on that rail.
+    pub status: NodeStatus,
+    /// Pairs measured on it.
+    pub pairs: usize,
+    /// Of those, how many failed.
+    pub failed: usize,
+    /// Its lowest bandwidth on it, Gb/s.
+    pub worst_bw_gbps: Option<f64>,
 }
 
 /// Everything the verdicts say about a run.
@@ -381,10 +421,13 @@ pub struct ClusterVerdict {
     pub rounds: Vec<RoundVerdict>,
     /// One per rank, in rank order.
     pub nodes: Vec<NodeVerdict>,
-    /// The cluster's best bandwidth, Gb/s.
+    /// The cluster's best bandwidth, Gb/s (of all rails).
     pub best_bw_gbps: Option<f64>,
     /// The cluster's minimum latency, µs.
     pub min_lat_us: Option<f64>,
+    /// Per rail k, its best bandwidth, Gb/s: what rail k's relative rule
+    /// judges against.
+    pub rail_best_bw_gbps: Vec<Option<f64>>,
 }
 
 impl ClusterVerdict {
@@ -421,6 +464,12 @@ pub fn judge(
 /// [`judge`], with what each rank said about its port (indexed by rank;
 /// shorter than `size`, or empty, when some are unknown): the rates for
 /// `--expect-rate auto`, the error counters that rose.
+///
+/// With more than one rail each rail is judged on its own, as its own
+/// fabric (a rail-optimised fabric's rail k is its own switches): its
+/// relative rules against its own best, its slow rounds, its nodes. A
+/// node's verdict is its worst rail's, and FAIL with port counters that
+/// rose or rail findings, whatever its figures.
 pub fn judge_with(
     size: u32,
     missing: &[Rank],
@@ -428,10 +477,118 @@ pub fn judge_with(
     th: &Thresholds,
     facts: &[NodeFacts],
 ) -> ClusterVerdict {
+    let rails = measurements.iter().map(|m| m.rail).max().unwrap_or(0) + 1;
+    if rails == 1 {
+        return judge_rail(size, missing, measurements, th, facts, 0);
+    }
+    // The rails' verdicts are about figures: the node's own facts join
+    // when they are combined.
+    let figures_only: Vec<NodeFacts> = facts
+        .iter()
+        .map(|f| NodeFacts {
+            port_errors: Vec::new(),
+            rail_findings: Vec::new(),
+            ..f.clone()
+        })
+        .collect();
+    let mut directions: Vec<Option<DirectionVerdict>> = vec![None; measurements.len()];
+    let mut rounds = Vec::new();
+    let mut by_rail: Vec<Vec<NodeVerdict>> = Vec::new();
+    let mut rail_best = Vec::new();
+    let mut min_lat: Option<f64> = None;
+    for rail in 0..rails {
+        let (at, on_rail): (Vec<usize>, Vec<Measurement>) = measurements
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.rail == rail)
+            .map(|(i, m)| (i, m.clone()))
+            .unzip();
+        let v = judge_rail(size, missing, &on_rail, th, &figures_only, rail);
+        for (i, d) in at.into_iter().zip(v.directions) {
+            directions[i] = Some(d);
+        }
+        rounds.extend(v.rounds);
+        by_rail.push(v.nodes);
+        rail_best.push(v.best_bw_gbps);
+        min_lat = match (min_lat, v.min_lat_us) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    rounds.sort_by_key(|r| (r.round, r.rail));
+    let nodes: Vec<NodeVerdict> = (0..size)
+        .map(|rank| {
+            let on = |rail: &Vec<NodeVerdict>| rail[rank as usize].clone();
+            let per_rail: Vec<NodeVerdict> = by_rail.iter().map(on).collect();
+            let fact = facts.get(rank as usize);
+            let port_errors = fact.map(|f| f.port_errors.clone()).unwrap_or_default();
+            let rail_findings = fact.map(|f| f.rail_findings.clone()).unwrap_or_default();
+            let worst_status = per_rail
+                .iter()
+                .map(|n| n.status)
+                .max_by_key(|s| match s {
+                    NodeStatus::Pass => 0,
+                    NodeStatus::LinkFailures => 1,
+                    NodeStatus::Fail => 2,
+                    NodeStatus::Missing => 3,
+                })
+                .unwrap_or(NodeStatus::Pass);
+            let status = if missing.contains(&rank) {
+                NodeStatus::Missing
+            } else if !port_errors.is_empty() || !rail_findings.is_empty() {
+                NodeStatus::Fail
+            } else {
+                worst_status
+            };
+            NodeVerdict {
+                rank,
+                status,
+                pairs: per_rail.iter().map(|n| n.pairs).sum(),
+                failed: per_rail.iter().map(|n| n.failed).sum(),
+                peer_missing: per_rail.iter().map(|n| n.peer_missing).sum(),
+                worst_bw_gbps: per_rail
+                    .iter()
+                    .filter_map(|n| n.worst_bw_gbps)
+                    .reduce(f64::min),
+                port_errors,
+                rail_findings,
+                rails: per_rail
+                    .iter()
+                    .zip(0..)
+                    .map(|(n, rail)| RailVerdict {
+                        rail,
+                        status: n.status,
+                        pairs: n.pairs,
+                        failed: n.failed,
+                        worst_bw_gbps: n.worst_bw_gbps,
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    ClusterVerdict {
+        directions: directions.into_iter().flatten().collect(),
+        rounds,
+        nodes,
+        best_bw_gbps: rail_best.iter().flatten().copied().reduce(f64::max),
+        min_lat_us: min_lat,
+        rail_best_bw_gbps: rail_best,
+    }
+}
+
+/// One rail's verdict: `measurements` are all on `rail`.
+fn judge_rail(
+    size: u32,
+    missing: &[Rank],
+    measurements: &[Measurement],
+    th: &Thresholds,
+    facts: &[NodeFacts],
+    rail: u32,
+) -> ClusterVerdict {
     let rate = |r: Rank| {
         facts
             .get(r as usize)
-            .and_then(|f| f.rate_gbps)
+            .and_then(|f| f.rate_on(rail))
             .filter(|g| g.is_finite() && *g > 0.0)
     };
     let port_errors = |r: Rank| {
@@ -493,6 +650,7 @@ pub fn judge_with(
             t.pairs.dedup();
             RoundVerdict {
                 round,
+                rail,
                 measured: t.measured,
                 relative_failures: t.relative_failures,
                 slow: t.pairs.len() >= MIN_PAIRS_FOR_SLOW_ROUND
@@ -580,6 +738,7 @@ pub fn judge_with(
                 worst_bw_gbps: worst.get(rank as usize).copied().flatten(),
                 port_errors: port_errors(rank).to_vec(),
                 rail_findings: rail_findings(rank).to_vec(),
+                rails: Vec::new(),
             }
         })
         .collect();
@@ -630,6 +789,7 @@ pub fn judge_with(
         nodes,
         best_bw_gbps: best_bw,
         min_lat_us: min_lat,
+        rail_best_bw_gbps: vec![best_bw],
     }
 }
 
@@ -722,6 +882,7 @@ mod tests {
             round,
             from,
             to,
+            rail: 0,
             outcome: Outcome::Measured {
                 bw_gbps: gbps,
                 lat_us: None,
@@ -928,6 +1089,115 @@ mod tests {
         assert_eq!(v.exit_code(), 3);
     }
 
+    /// `rails` copies of [`run`]'s measurements, rail k's at `gbps[k]`,
+    /// with `slow` on one rail.
+    fn on_rails(gbps: &[f64], slow_rail: u32, slow: &[((Rank, Rank), f64)]) -> Vec<Measurement> {
+        (0..gbps.len() as u32)
+            .flat_map(|rail| {
+                let slow = if rail == slow_rail { slow } else { &[] };
+                run(&FOUR, gbps[rail as usize], slow)
+                    .into_iter()
+                    .map(move |m| Measurement { rail, ..m })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_node_slow_on_one_rail_fails_naming_that_rail_and_the_other_rail_passes() {
+        // Rank 3's rail 1 at 40 % both ways with everyone.
+        let slow: Vec<((Rank, Rank), f64)> = (0..3)
+            .flat_map(|r| [((3, r), 40.0), ((r, 3), 40.0)])
+            .collect();
+        let ms = on_rails(&[100.0, 100.0], 1, &slow);
+        let v = judge(4, &[], &ms, &Thresholds::default());
+        assert_eq!(
+            statuses(&v),
+            [
+                NodeStatus::Pass,
+                NodeStatus::Pass,
+                NodeStatus::Pass,
+                NodeStatus::Fail
+            ]
+        );
+        let rail_status =
+            |n: &NodeVerdict| -> Vec<NodeStatus> { n.rails.iter().map(|r| r.status).collect() };
+        assert_eq!(
+            rail_status(&v.nodes[3]),
+            [NodeStatus::Pass, NodeStatus::Fail]
+        );
+        assert_eq!(
+            rail_status(&v.nodes[0]),
+            [NodeStatus::Pass, NodeStatus::Pass]
+        );
+        assert_eq!(
+            (v.nodes[3].rails[1].pairs, v.nodes[3].rails[1].failed),
+            (3, 3)
+        );
+        assert_eq!((v.nodes[3].pairs, v.nodes[3].failed), (6, 3));
+        for (m, d) in ms.iter().zip(&v.directions) {
+            let on_slow_rail_of_3 = m.rail == 1 && (m.from == 3 || m.to == 3);
+            assert_eq!(d.pass, !on_slow_rail_of_3, "{m:?}");
+            if on_slow_rail_of_3 {
+                assert_eq!(
+                    (d.blame, d.blamed_ranks.as_slice()),
+                    (Blame::Node, &[3][..])
+                );
+            }
+        }
+        assert_eq!(v.rail_best_bw_gbps, [Some(100.0), Some(100.0)]);
+        assert!(v.rounds.iter().all(|r| !r.slow) && v.rounds.len() == 6);
+    }
+
+    #[test]
+    fn each_rail_is_judged_against_its_own_best_and_its_own_ports_rate() {
+        // Rail 1 is a 200 Gb/s rail everywhere: not slow against rail 0.
+        let ms = on_rails(&[380.0, 190.0], 1, &[]);
+        let facts: Vec<NodeFacts> = (0..4)
+            .map(|r| NodeFacts {
+                rate_gbps: Some(400.0),
+                // Rank 2's rail 1 trained down to 100 Gb/s.
+                rail_rates_gbps: vec![Some(400.0), Some(if r == 2 { 100.0 } else { 200.0 })],
+                ..NodeFacts::default()
+            })
+            .collect();
+        let v = judge_with(4, &[], &ms, &Thresholds::default(), &facts);
+        assert!(v.pass(), "{:?}", v.nodes);
+        let th = Thresholds {
+            rate_efficiency: Some(0.9),
+            ..Thresholds::default()
+        };
+        let v = judge_with(4, &[], &ms, &th, &facts);
+        for (m, d) in ms.iter().zip(&v.directions) {
+            let floor = match (m.rail, m.from == 2 || m.to == 2) {
+                (0, _) => 360.0,
+                (_, true) => 90.0,
+                (_, false) => 180.0,
+            };
+            assert_eq!(d.min_bw_gbps, Some(floor), "{m:?}");
+            assert!(d.pass, "{m:?}: {:?}", d.reasons);
+        }
+    }
+
+    #[test]
+    fn port_errors_fail_a_node_on_many_rails_but_name_no_rail() {
+        let ms = on_rails(&[100.0, 100.0], 0, &[]);
+        let mut facts = vec![NodeFacts::default(); 4];
+        facts[1].port_errors = vec![CounterRise {
+            name: "mlx5_1:1 counters/symbol_error".into(),
+            before: 0,
+            after: 3,
+        }];
+        let v = judge_with(4, &[], &ms, &Thresholds::default(), &facts);
+        assert_eq!(v.nodes[1].status, NodeStatus::Fail);
+        assert!(
+            v.nodes[1]
+                .rails
+                .iter()
+                .all(|r| r.status == NodeStatus::Pass)
+        );
+        assert_eq!(v.exit_code(), EXIT_VERDICT_FAIL);
+    }
+
     #[test]
     fn one_bad_link_one_way_fails_only_that_direction_as_a_link() {
         // 1 → 3 at 80 Gb/s (< 93): the reverse direction passes, no node fails.
@@ -1043,6 +1313,7 @@ mod tests {
             round: 0,
             from,
             to,
+            rail: 0,
             outcome: Outcome::Measured {
                 bw_gbps: 100.0,
                 lat_us: Some(us),
@@ -1200,6 +1471,7 @@ mod tests {
             round: 0,
             from,
             to,
+            rail: 0,
             outcome,
         };
         let bw = |v: f64| Outcome::Measured {

@@ -1021,6 +1021,7 @@ mod tests {
                         round: 4,
                         from: 1,
                         to: 0,
+                        rail: 0,
                         outcome: Outcome::Measured {
                             bw_gbps: 391.5,
                             lat_us: Some(2.25),
@@ -1041,6 +1042,7 @@ mod tests {
                         round: 4,
                         from: 0,
                         to: 1,
+                        rail: 0,
                         outcome: Outcome::Error {
                             error: "timed out after 10 s".into(),
                         },
@@ -1061,6 +1063,7 @@ mod tests {
 
     fn identity(rank: Rank) -> Identity {
         Identity {
+            rail_ports: Vec::new(),
             rank,
             size: 3,
             version: "0.1.0".into(),
@@ -1769,6 +1772,7 @@ mod tests {
                     round: 0,
                     from: 0,
                     to: 1,
+                    rail: 0,
                     outcome: Outcome::PeerMissing,
                 };
                 MAX_REPORT_MEASUREMENTS + 1
