@@ -61,7 +61,7 @@ pub fn page(
         verdict.exit_code(),
     );
     if size <= MATRIX_MAX_RANKS {
-        matrix(&mut h, measurements, verdict, roster);
+        matrices(&mut h, measurements, verdict, roster);
     } else {
         strip(&mut h, verdict, roster);
         worst(&mut h, measurements, verdict, roster);
@@ -88,9 +88,21 @@ fn colour(bw: f64, against: f64) -> String {
     format!("hsl({:.0},70%,45%)", t * 120.0)
 }
 
-/// What a direction is judged against for its colour.
-fn reference(verdict: &ClusterVerdict, floor: Option<f64>) -> f64 {
-    floor.or(verdict.best_bw_gbps).unwrap_or(0.0)
+/// What a direction on `rail` is judged against for its colour.
+fn reference(verdict: &ClusterVerdict, rail: u32, floor: Option<f64>) -> f64 {
+    floor
+        .or(verdict
+            .rail_best_bw_gbps
+            .get(rail as usize)
+            .copied()
+            .flatten())
+        .or(verdict.best_bw_gbps)
+        .unwrap_or(0.0)
+}
+
+/// How many rails the run measured.
+fn rail_count(measurements: &[Measurement]) -> u32 {
+    measurements.iter().map(|m| m.rail).max().unwrap_or(0) + 1
 }
 
 /// One cell's class, fill and title.
@@ -101,14 +113,15 @@ fn cell(
     roster: Roster<'_>,
 ) -> (&'static str, String, String) {
     let who = format!(
-        "rank {} {} ({}) -> rank {} {} ({}), round {}",
+        "rank {} {} ({}) -> rank {} {} ({}), round {}, rail {}",
         m.from,
         roster.host(m.from),
-        roster.device(m.from),
+        roster.rail_device(m.from, m.rail),
         m.to,
         roster.host(m.to),
-        roster.device(m.to),
-        m.round
+        roster.rail_device(m.to, m.rail),
+        m.round,
+        m.rail
     );
     let why: Vec<String> = d.reasons.iter().map(|r| r.line()).collect();
     let why = if why.is_empty() {
@@ -124,7 +137,7 @@ fn cell(
             let class = if d.pass { "passed" } else { "failed" };
             (
                 class,
-                colour(*bw_gbps, reference(verdict, d.min_bw_gbps)),
+                colour(*bw_gbps, reference(verdict, m.rail, d.min_bw_gbps)),
                 format!(
                     "{who}: {bw_gbps:.2} Gb/s{lat} {}{why}",
                     if d.pass { "PASS" } else { "FAIL" }
@@ -136,12 +149,27 @@ fn cell(
     }
 }
 
-/// The pair matrix: row = sender, column = receiver.
+/// The pair matrices, one per rail (rail k of the sender met rail k of
+/// the receiver): row = sender, column = receiver.
+fn matrices(
+    h: &mut String,
+    measurements: &[Measurement],
+    verdict: &ClusterVerdict,
+    roster: Roster<'_>,
+) {
+    let rails = rail_count(measurements);
+    for rail in 0..rails {
+        matrix(h, measurements, verdict, roster, (rail, rails));
+    }
+}
+
+/// Rail `rail`'s matrix (of `rails`).
 fn matrix(
     h: &mut String,
     measurements: &[Measurement],
     verdict: &ClusterVerdict,
     roster: Roster<'_>,
+    (rail, rails): (u32, u32),
 ) {
     let n = verdict.nodes.len();
     let cell_px = if n <= 16 {
@@ -153,16 +181,27 @@ fn matrix(
     };
     let margin = 40;
     let side = margin + n * cell_px + 4;
+    let (title, id) = if rails > 1 {
+        (
+            format!(
+                "Bandwidth per direction, rail {rail} of {rails} (rank 0's {})",
+                escape(&roster.rail_device(0, rail))
+            ),
+            format!("matrix-rail-{rail}"),
+        )
+    } else {
+        ("Bandwidth per direction".to_owned(), "matrix".to_owned())
+    };
     let _ = write!(
         h,
-        "<h2>Bandwidth per direction</h2>\n<p class=\"legend\">row: sender, column: receiver; \
+        "<h2>{title}</h2>\n<p class=\"legend\">row: sender, column: receiver; \
          colour: the fraction of the direction's floor (or of the cluster's best) \
          <span style=\"background:hsl(0,70%,45%)\">&le; 50 %</span>\
          <span style=\"background:hsl(120,70%,45%)\">100 %</span>\
          <span style=\"outline:2px solid #b42318\">failed</span>\
          <span style=\"background:#bbb\">peer missing</span>\
          <span style=\"background:#111;color:#fff\">error</span></p>\n\
-         <svg id=\"matrix\" width=\"{side}\" height=\"{side}\" role=\"img\">\n"
+         <svg id=\"{id}\" class=\"matrix\" data-rail=\"{rail}\" width=\"{side}\" height=\"{side}\" role=\"img\">\n"
     );
     if cell_px >= 12 {
         for r in 0..n {
@@ -176,11 +215,15 @@ fn matrix(
             );
         }
     }
-    for (m, d) in measurements.iter().zip(&verdict.directions) {
+    let on_rail = measurements
+        .iter()
+        .zip(&verdict.directions)
+        .filter(|(m, _)| m.rail == rail);
+    for (m, d) in on_rail {
         let (class, fill, title) = cell(m, d, verdict, roster);
         let _ = writeln!(
             h,
-            "<rect class=\"cell {class}\" data-src=\"{}\" data-dst=\"{}\" x=\"{}\" y=\"{}\" width=\"{w}\" height=\"{w}\" fill=\"{fill}\"><title>{}</title></rect>",
+            "<rect class=\"cell {class}\" data-src=\"{}\" data-dst=\"{}\" data-rail=\"{rail}\" x=\"{}\" y=\"{}\" width=\"{w}\" height=\"{w}\" fill=\"{fill}\"><title>{}</title></rect>",
             m.from,
             m.to,
             margin + m.to as usize * cell_px,
@@ -252,15 +295,16 @@ fn worst(
     measured.truncate(WORST_LISTED);
     let _ = writeln!(
         h,
-        "<h2>The {} slowest directions</h2>\n<table id=\"worst\">\n<tr><th>round</th><th>from</th><th>to</th><th>Gb/s</th><th>verdict</th></tr>",
+        "<h2>The {} slowest directions</h2>\n<table id=\"worst\">\n<tr><th>round</th><th>rail</th><th>from</th><th>to</th><th>Gb/s</th><th>verdict</th></tr>",
         measured.len()
     );
     for (i, bw) in measured {
         let (m, d) = (&measurements[i], &verdict.directions[i]);
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>rank {} {}</td><td>rank {} {}</td><td>{bw:.2}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>rank {} {}</td><td>rank {} {}</td><td>{bw:.2}</td><td>{}</td></tr>",
             m.round,
+            m.rail,
             m.from,
             escape(&roster.host(m.from)),
             m.to,
@@ -276,7 +320,7 @@ fn nodes(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
     h.push_str(
         "<h2>Node verdicts</h2>\n<table id=\"nodes\">\n<tr><th>rank</th><th>host</th><th>device</th>\
          <th>verdict</th><th>pairs failed</th><th>worst Gb/s</th><th>port error counters that rose</th>\
-         <th>rails unlike most ranks'</th></tr>\n",
+         <th>rails unlike most ranks'</th><th>rails that failed</th></tr>\n",
     );
     for n in &verdict.nodes {
         let rose: Vec<String> = n
@@ -284,9 +328,24 @@ fn nodes(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
             .iter()
             .map(|c| format!("{} {} -> {}", c.name, c.before, c.after))
             .collect();
+        let failed_rails: Vec<String> = n
+            .rails
+            .iter()
+            .filter(|r| r.status != NodeStatus::Pass)
+            .map(|r| {
+                format!(
+                    "rail {} {}: {} {} of {}",
+                    r.rail,
+                    roster.rail_device(n.rank, r.rail),
+                    r.status.word(),
+                    r.failed,
+                    r.pairs
+                )
+            })
+            .collect();
         let _ = writeln!(
             h,
-            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             n.status.word().to_ascii_lowercase(),
             n.rank,
             escape(&roster.host(n.rank)),
@@ -297,6 +356,7 @@ fn nodes(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
             n.worst_bw_gbps.map_or("-".into(), |w| format!("{w:.2}")),
             escape(&rose.join(", ")),
             escape(&n.rail_findings.join("; ")),
+            escape(&failed_rails.join("; ")),
         );
     }
     h.push_str("</table>\n");
@@ -318,7 +378,7 @@ fn failures(
         .collect();
     let _ = writeln!(
         h,
-        "<h2>Failed directions: {}</h2>\n<table id=\"failures\">\n<tr><th>round</th><th>from</th><th>to</th><th>whose</th><th>why</th></tr>",
+        "<h2>Failed directions: {}</h2>\n<table id=\"failures\">\n<tr><th>round</th><th>rail</th><th>from</th><th>to</th><th>whose</th><th>why</th></tr>",
         failed.len()
     );
     for &i in failed.iter().take(WORST_LISTED * 10) {
@@ -335,14 +395,15 @@ fn failures(
         let why: Vec<String> = d.reasons.iter().map(|r| r.line()).collect();
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>rank {} {} ({})</td><td>rank {} {} ({})</td><td>{whose}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>rank {} {} ({})</td><td>rank {} {} ({})</td><td>{whose}</td><td>{}</td></tr>",
             m.round,
+            m.rail,
             m.from,
             escape(&roster.host(m.from)),
-            escape(&roster.device(m.from)),
+            escape(&roster.rail_device(m.from, m.rail)),
             m.to,
             escape(&roster.host(m.to)),
-            escape(&roster.device(m.to)),
+            escape(&roster.rail_device(m.to, m.rail)),
             escape(&why.join("; ")),
         );
     }
@@ -357,8 +418,8 @@ fn rounds_and_missing(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'
         .filter(|r| r.slow)
         .map(|r| {
             format!(
-                "round {}: {} of {} directions below the relative threshold",
-                r.round, r.relative_failures, r.measured
+                "round {}, rail {}: {} of {} directions below the relative threshold",
+                r.round, r.rail, r.relative_failures, r.measured
             )
         })
         .collect();
@@ -463,6 +524,7 @@ mod tests {
         let hosts: Vec<Option<String>> =
             (0..4).map(|r| Some(format!("node-{r}<script>"))).collect();
         let roster = Roster {
+            rails: &[],
             hosts: &hosts,
             devices: &[],
         };
@@ -481,9 +543,58 @@ mod tests {
     }
 
     #[test]
+    fn two_rails_draw_a_matrix_each_and_only_the_bad_rails_cells_fail() {
+        // 4 nodes, 2 rails; rank 1's rail 1 is slow, its rail 0 healthy.
+        let (rail0, _) = run(4, 99);
+        let (rail1, _) = run(4, 1);
+        let all: Vec<Measurement> = rail0
+            .into_iter()
+            .chain(rail1.into_iter().map(|m| Measurement { rail: 1, ..m }))
+            .collect();
+        let v = judge(4, &[], &all, &Thresholds::default());
+        let hosts: Vec<Option<String>> = (0..4).map(|r| Some(format!("node-{r}"))).collect();
+        let rails: Vec<Vec<String>> = (0..4)
+            .map(|r| vec![format!("mlx5_{r}0:1"), format!("mlx5_{r}1:1")])
+            .collect();
+        let roster = Roster {
+            hosts: &hosts,
+            devices: &[],
+            rails: &rails,
+        };
+        let p = page(&all, &v, roster, facts());
+        let rail_of = |l: &str| l.contains("data-rail=\"1\"");
+        let cell_lines: Vec<&str> = p
+            .lines()
+            .filter(|l| l.starts_with("<rect class=\"cell "))
+            .collect();
+        assert_eq!(cell_lines.len(), 24, "4 × 3 directions on each of 2 rails");
+        for (l, (src, dst, class)) in cell_lines.iter().zip(cells(&p)) {
+            let bad = rail_of(l) && (src == 1 || dst == 1);
+            assert_eq!(
+                class,
+                if bad { "cell failed" } else { "cell passed" },
+                "{l}"
+            );
+        }
+        assert!(p.contains("<svg id=\"matrix-rail-0\" class=\"matrix\" data-rail=\"0\""));
+        assert!(p.contains("<svg id=\"matrix-rail-1\" class=\"matrix\" data-rail=\"1\""));
+        // A cell's title names the hosts, the rail's devices, the figure
+        // and the round.
+        assert!(
+            p.contains("<title>rank 1 node-1 (mlx5_11:1) -&gt; rank 0 node-0 (mlx5_01:1), round "),
+            "{p}"
+        );
+        assert!(p.contains(", rail 1: 40.00 Gb/s FAIL: "));
+        // The node table names the failed rail.
+        assert!(p.contains("<td>rail 1 mlx5_11:1: FAIL 3 of 3</td>"), "{p}");
+        assert!(!p.contains("http"));
+    }
+
+    #[test]
     fn a_large_job_is_a_node_strip_and_the_worst_directions_within_a_few_megabytes() {
         let (all, v) = run(200, 7);
         let roster = Roster {
+            rails: &[],
             hosts: &[],
             devices: &[],
         };

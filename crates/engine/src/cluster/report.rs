@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::schedule::{Pattern, Rank, Schedule};
 use super::verdict::{
-    Blame, ClusterVerdict, Measurement, NodeStatus, Outcome, Reason, RoundVerdict,
+    Blame, ClusterVerdict, Measurement, NodeStatus, Outcome, RailVerdict, Reason, RoundVerdict,
 };
 use crate::fabric::link::CounterRise;
 use crate::fabric::prom::text::{Exposition, MetricType};
@@ -23,6 +23,9 @@ pub struct Roster<'a> {
     pub hosts: &'a [Option<String>],
     /// Per rank, its device as `DEV:PORT` (None or absent: unknown).
     pub devices: &'a [Option<String>],
+    /// Per rank, its rails' devices as `DEV:PORT`, rail 0 first (empty or
+    /// absent: rail 0 is `devices`', the others unknown).
+    pub rails: &'a [Vec<String>],
 }
 
 impl Roster<'_> {
@@ -39,6 +42,19 @@ impl Roster<'_> {
         match self.devices.get(r as usize) {
             Some(Some(d)) => printable(d, MAX_PEER_TEXT),
             _ => "?".into(),
+        }
+    }
+
+    /// Rank r's device on `rail`, printable, or `?` when unknown.
+    pub fn rail_device(&self, r: Rank, rail: u32) -> String {
+        match self
+            .rails
+            .get(r as usize)
+            .and_then(|d| d.get(rail as usize))
+        {
+            Some(d) => printable(d, MAX_PEER_TEXT),
+            None if rail == 0 => self.device(r),
+            None => "?".into(),
         }
     }
 }
@@ -94,6 +110,8 @@ fn span(secs: f64) -> String {
 pub struct PairRecord<'a> {
     /// The round.
     pub round: u32,
+    /// The rail (rail k of the sender met rail k of the receiver).
+    pub rail: u32,
     /// The sending rank and its host.
     pub src_rank: Rank,
     /// The sending rank's host.
@@ -102,7 +120,7 @@ pub struct PairRecord<'a> {
     pub dst_rank: Rank,
     /// The receiving rank's host.
     pub dst_host: String,
-    /// The sending rank's device, `DEV:PORT`.
+    /// The sending rank's device on that rail, `DEV:PORT`.
     pub src_device: String,
     /// The receiving rank's device.
     pub dst_device: String,
@@ -132,12 +150,13 @@ pub fn pair_records<'a>(
         .zip(&verdict.directions)
         .map(|(m, d)| PairRecord {
             round: m.round,
+            rail: m.rail,
             src_rank: m.from,
             src_host: roster.host(m.from),
             dst_rank: m.to,
             dst_host: roster.host(m.to),
-            src_device: roster.device(m.from),
-            dst_device: roster.device(m.to),
+            src_device: roster.rail_device(m.from, m.rail),
+            dst_device: roster.rail_device(m.to, m.rail),
             outcome: &m.outcome,
             min_bw_gbps: d.min_bw_gbps,
             pass: d.pass,
@@ -169,6 +188,8 @@ pub struct NodeRecord<'a> {
     pub port_errors: &'a [CounterRise],
     /// What is wrong with its rails against most ranks'.
     pub rail_findings: &'a [String],
+    /// With more than one rail, its verdict on each.
+    pub rails: &'a [RailVerdict],
 }
 
 /// `summary.json`: the run's verdict as a whole.
@@ -188,6 +209,8 @@ pub struct Summary<'a> {
     pub slow_rounds: Vec<&'a RoundVerdict>,
     /// The cluster's best bandwidth, Gb/s.
     pub best_bw_gbps: Option<f64>,
+    /// Per rail, its best bandwidth, Gb/s.
+    pub rail_best_bw_gbps: &'a [Option<f64>],
     /// The cluster's minimum latency, µs.
     pub min_lat_us: Option<f64>,
     /// The run's wall time, seconds.
@@ -217,6 +240,7 @@ pub fn summary<'a>(
                 worst_bw_gbps: n.worst_bw_gbps,
                 port_errors: &n.port_errors,
                 rail_findings: &n.rail_findings,
+                rails: &n.rails,
             })
             .collect(),
         missing_ranks: verdict
@@ -227,6 +251,7 @@ pub fn summary<'a>(
             .collect(),
         slow_rounds: verdict.rounds.iter().filter(|r| r.slow).collect(),
         best_bw_gbps: verdict.best_bw_gbps,
+        rail_best_bw_gbps: &verdict.rail_best_bw_gbps,
         min_lat_us: verdict.min_lat_us,
         duration_s,
     }
@@ -274,6 +299,20 @@ pub fn node_lines(verdict: &ClusterVerdict, roster: Roster<'_>) -> Vec<String> {
                         MAX_PEER_TEXT,
                     ));
                 }
+                // The rails that did not pass, by name.
+                for r in n.rails.iter().filter(|r| r.status != NodeStatus::Pass) {
+                    line.push_str(&format!(
+                        "; rail {} {}: {} {} of {} pairs failed",
+                        r.rail,
+                        roster.rail_device(n.rank, r.rail),
+                        r.status.word(),
+                        r.failed,
+                        r.pairs
+                    ));
+                    if let Some(w) = r.worst_bw_gbps {
+                        line.push_str(&format!(", worst {w:.2} Gb/s"));
+                    }
+                }
             }
             line
         })
@@ -287,6 +326,7 @@ pub fn failure_lines(
     verdict: &ClusterVerdict,
     roster: Roster<'_>,
 ) -> Vec<String> {
+    let several_rails = verdict.rail_best_bw_gbps.len() > 1;
     measurements
         .iter()
         .zip(&verdict.directions)
@@ -308,8 +348,18 @@ pub fn failure_lines(
                 .iter()
                 .map(|r| printable(&r.line(), MAX_PEER_TEXT))
                 .collect();
+            let rail = if several_rails {
+                format!(
+                    ", rail {} ({} -> {})",
+                    m.rail,
+                    roster.rail_device(m.from, m.rail),
+                    roster.rail_device(m.to, m.rail)
+                )
+            } else {
+                String::new()
+            };
             format!(
-                "round {}: rank {} {} -> rank {} {}: {whose}: {}",
+                "round {}{rail}: rank {} {} -> rank {} {}: {whose}: {}",
                 m.round,
                 m.from,
                 roster.host(m.from),
@@ -333,12 +383,14 @@ pub fn metrics(
     for (m, d) in measurements.iter().zip(&verdict.directions) {
         let (src, dst, round) = (m.from.to_string(), m.to.to_string(), m.round.to_string());
         let (src_host, dst_host) = (roster.host(m.from), roster.host(m.to));
+        let rail = m.rail.to_string();
         let labels = [
             ("src_rank", src.as_str()),
             ("src_host", src_host.as_str()),
             ("dst_rank", dst.as_str()),
             ("dst_host", dst_host.as_str()),
             ("round", round.as_str()),
+            ("rail", rail.as_str()),
         ];
         if let Outcome::Measured {
             bw_gbps, lat_us, ..
@@ -459,6 +511,7 @@ mod tests {
     fn stdout_names_each_node_and_every_failed_direction_with_its_hosts() {
         let (all, v, hosts) = run();
         let roster = Roster {
+            rails: &[],
             hosts: &hosts,
             devices: &[],
         };
@@ -493,6 +546,7 @@ mod tests {
         }];
         let v = crate::cluster::verdict::judge_with(4, &[3], &all, &Thresholds::default(), &facts);
         let roster = Roster {
+            rails: &[],
             hosts: &hosts,
             devices: &[],
         };
@@ -515,6 +569,7 @@ mod tests {
             vec!["rail 5 mlx5_5:1 at 200 Gb/s, most ranks' rail 5 at 400 Gb/s".into()];
         let v = crate::cluster::verdict::judge_with(4, &[3], &all, &Thresholds::default(), &facts);
         let roster = Roster {
+            rails: &[],
             hosts: &hosts,
             devices: &[],
         };
@@ -536,6 +591,7 @@ mod tests {
     fn the_records_parse_as_json_and_name_hosts_verdicts_and_missing_ranks() {
         let (all, v, hosts) = run();
         let roster = Roster {
+            rails: &[],
             hosts: &hosts,
             devices: &[],
         };
@@ -572,6 +628,7 @@ mod tests {
             &all,
             &v,
             Roster {
+                rails: &[],
                 hosts: &hosts,
                 devices: &[],
             },
