@@ -285,6 +285,7 @@ fn cluster_coordinator(c: &mut Criterion) {
                         round: i,
                         from,
                         to,
+                        rail: 0,
                         outcome: Outcome::Measured {
                             bw_gbps: 390.0 + f64::from((from * 7 + to) % 10),
                             lat_us: None,

@@ -86,6 +86,7 @@ fn cluster_metrics_are_promtool_clean_whatever_the_host_names() {
                     round: i as u32,
                     from,
                     to,
+                    rail: 0,
                     outcome,
                 });
             }
@@ -104,6 +105,7 @@ fn cluster_metrics_are_promtool_clean_whatever_the_host_names() {
         report::Roster {
             hosts: &hosts,
             devices: &[],
+            rails: &[],
         },
         1.5,
     )

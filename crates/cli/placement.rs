@@ -134,33 +134,35 @@ pub fn apply(
                 list(&cpus)
             )))
         }
-        Placement::NicNode => {
-            let Some(dev) = device else { return Ok(None) };
-            if restricted(sysfs_root) {
-                return Ok(Some(
-                    " NUMA node       : not bound (the process was already restricted)".into(),
-                ));
-            }
-            let Some(n) = nic_node(sysfs_root, dev) else {
-                return Ok(None);
-            };
-            let Some(cpus) = node_cpus(sysfs_root, n) else {
-                return Ok(None);
-            };
-            Ok(Some(match set(&cpus) {
-                Ok(()) => format!(
-                    " NUMA node       : {n} ({dev}'s node; CPUs {})",
-                    list(&cpus)
-                ),
-                Err(e) => {
-                    eprintln!(
-                        "warning: cannot bind to {dev}'s NUMA node {n} ({e}); continuing without NUMA binding"
-                    );
-                    format!(" NUMA node       : not bound ({dev}'s node {n} refused)")
-                }
-            }))
-        }
+        Placement::NicNode => Ok(device.and_then(|dev| bind_to_nic_node(sysfs_root, dev))),
     }
+}
+
+/// Binds the calling thread (and the threads it starts later) to the CPUs
+/// of `dev`'s NUMA node, unless the process was already restricted; the
+/// banner line that says where it runs (`None`: nothing known). Called
+/// first in a thread, the memory that thread registers is first touched
+/// on that node: cluster mode's thread per rail runs each rail on its
+/// own NIC's node this way.
+pub fn bind_to_nic_node(sysfs_root: &Path, dev: &str) -> Option<String> {
+    if restricted(sysfs_root) {
+        return Some(" NUMA node       : not bound (the process was already restricted)".into());
+    }
+    let n = nic_node(sysfs_root, dev)?;
+    let cpus = node_cpus(sysfs_root, n)?;
+    // sched_setaffinity(0) binds the calling thread only.
+    Some(match set(&cpus) {
+        Ok(()) => format!(
+            " NUMA node       : {n} ({dev}'s node; CPUs {})",
+            list(&cpus)
+        ),
+        Err(e) => {
+            eprintln!(
+                "warning: cannot bind to {dev}'s NUMA node {n} ({e}); continuing without NUMA binding"
+            );
+            format!(" NUMA node       : not bound ({dev}'s node {n} refused)")
+        }
+    })
 }
 
 fn list(cpus: &[usize]) -> String {

@@ -309,6 +309,11 @@ fn coordinate(
     let mut round_times: Vec<Duration> = Vec::new();
     let mut unmeasured = 0usize;
     let cpu_at_start = thread_cpu();
+    // Per rank, the rails it tests on (a pair runs on the rails both have).
+    let rail_counts: Vec<u32> = members
+        .iter()
+        .map(|m| m.as_ref().map_or(1, Identity::rail_count))
+        .collect();
     // Per rank: the error counters of its port that rose (its last report's).
     let mut port_errors: Vec<Vec<CounterRise>> = vec![Vec::new(); size as usize];
     let mut run_rounds = |rounds: &[Round],
@@ -319,7 +324,15 @@ fn coordinate(
      -> anyhow::Result<()> {
         for (k, round) in rounds.iter().enumerate() {
             let round_started = Instant::now();
-            let got = run_round(index, round, test, rx, alive, ranks, &mut port_errors)?;
+            let got = run_round(
+                (index, round),
+                test,
+                rx,
+                alive,
+                ranks,
+                &mut port_errors,
+                &rail_counts,
+            )?;
             round_times.push(round_started.elapsed());
             unmeasured += got
                 .iter()
@@ -338,9 +351,12 @@ fn coordinate(
     };
     run_rounds(&schedule.rounds, &mut all, &mut alive, &mut ranks, "round")?;
     // What each rank said about its port: its rate (--expect-rate auto).
-    let rates: Vec<Option<f64>> = members
+    let rates: Vec<(Option<f64>, Vec<Option<f64>>)> = members
         .iter()
-        .map(|m| m.as_ref().and_then(|m| m.rate_gbps))
+        .map(|m| match m {
+            Some(m) => (m.rate_gbps, m.rails.iter().map(|r| r.rate_gbps).collect()),
+            None => (None, Vec::new()),
+        })
         .collect();
     // And its rails: a count or rate unlike most ranks' fails it.
     let rail_findings = rails::findings(
@@ -399,9 +415,23 @@ fn coordinate(
         .iter()
         .map(|m| m.as_ref().map(|m| m.device.clone()))
         .collect();
+    // The rails each rank tested on, by name.
+    let rail_devices: Vec<Vec<String>> = members
+        .iter()
+        .map(|m| match m {
+            Some(m) if m.rail_count() > 1 => m
+                .rails
+                .iter()
+                .take(m.rail_count() as usize)
+                .map(rails::Rail::name)
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect();
     let roster = Roster {
         hosts: &hosts,
         devices: &devices,
+        rails: &rail_devices,
     };
     let took = started.elapsed().as_secs_f64();
     let node_lines = report::node_lines(&judged, roster);
@@ -454,12 +484,14 @@ fn coordinate(
 /// rose (none when `port_errors` is empty), but those `ignore` names
 /// (`--ignore-counter`: a name, or a prefix ending in `*`).
 fn node_facts(
-    rates: &[Option<f64>],
+    rates: &[(Option<f64>, Vec<Option<f64>>)],
     port_errors: &[Vec<CounterRise>],
     ignore: &[String],
     rail_findings: &[Vec<String>],
 ) -> Vec<NodeFacts> {
     let ignored = |name: &str| {
+        // A rail's counter is named after its port: `mlx5_1:1 counters/...`.
+        let name = name.rsplit(' ').next().unwrap_or(name);
         ignore.iter().any(|i| match i.strip_suffix('*') {
             Some(prefix) => name.starts_with(prefix),
             None => name == i,
@@ -468,8 +500,9 @@ fn node_facts(
     rates
         .iter()
         .enumerate()
-        .map(|(r, &rate_gbps)| NodeFacts {
-            rate_gbps,
+        .map(|(r, (rate_gbps, rail_rates))| NodeFacts {
+            rate_gbps: *rate_gbps,
+            rail_rates_gbps: rail_rates.clone(),
             port_errors: port_errors
                 .get(r)
                 .map(|e| e.iter().filter(|c| !ignored(&c.name)).cloned().collect())
@@ -531,13 +564,13 @@ fn build_schedule(
 /// are collected until all came or the round's budget passed; ranks that
 /// close their connection or stay silent are dropped from the run.
 fn run_round(
-    index: u32,
-    round: &Round,
+    (index, round): (u32, &Round),
     test: &PairTest,
     rx: &Receiver<Event>,
     alive: &mut [bool],
     ranks: &mut Ranks,
     port_errors: &mut [Vec<CounterRise>],
+    rail_counts: &[u32],
 ) -> anyhow::Result<Vec<Measurement>> {
     let size = alive.len();
     let mut partner: Vec<Option<(Rank, bool)>> = vec![None; size];
@@ -560,7 +593,8 @@ fn run_round(
             lost.push(rank);
         }
     }
-    let mut tracker = RoundTracker::start(index, round, alive, Instant::now(), test.round_budget());
+    let mut tracker = RoundTracker::start(index, round, alive, Instant::now(), test.round_budget())
+        .with_rails(rail_counts.to_vec());
     for r in lost {
         eprintln!("rdmaperf cluster: rank {r} cannot be reached: dropped from the run");
         tracker.lost(r);

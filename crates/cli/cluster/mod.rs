@@ -25,7 +25,7 @@ use std::time::Duration;
 use engine::cluster::launch::{self, Coordinator, CoordinatorSource, Launch, RankFlags};
 use engine::cluster::pair_test::{LAT_ITERATIONS, PairTest};
 use engine::cluster::rails::{self, RailName, RailSpec};
-use engine::cluster::schedule::{Pattern, Rank};
+use engine::cluster::schedule::Pattern;
 use engine::cluster::verdict::{DEFAULT_RELATIVE_BW, DEFAULT_RELATIVE_LAT, Thresholds};
 use engine::fabric::link::ExpectRate;
 use engine::results::lat::parse_max_latency;
@@ -141,9 +141,9 @@ pub struct ClusterArgs {
     /// With --simulate: how long each fabricated direction takes, ms (rank 0's counts).
     #[arg(long = "simulate-ms", value_name = "MS", default_value_t = 0)]
     pub simulate_ms: u32,
-    /// With --simulate: this rank's pairs get a fabricated low figure (a bad node, to see it found).
-    #[arg(long = "simulate-slow", value_name = "RANK")]
-    pub simulate_slow: Vec<u32>,
+    /// With --simulate: this rank's pairs get a fabricated low figure (a bad node, to see it found); RANK:RAIL only on that rail.
+    #[arg(long = "simulate-slow", value_name = "RANK[:RAIL]", value_parser = slow_spot)]
+    pub simulate_slow: Vec<pair::SlowSpot>,
 }
 
 /// Which schedule rank 0 builds.
@@ -189,12 +189,28 @@ pub struct ClusterPlan {
     /// `--rendezvous-timeout`.
     pub rendezvous_timeout: Duration,
     /// `--simulate-slow`.
-    pub simulate_slow: Vec<Rank>,
+    pub simulate_slow: Vec<pair::SlowSpot>,
     /// Whether a rank other than 0 prints its line (not when all ranks
     /// are threads of one process).
     pub print_line: bool,
     /// Rank 0's part.
     pub coordinating: CoordinatorPlan,
+}
+
+/// `--simulate-slow`'s `RANK` or `RANK:RAIL`.
+fn slow_spot(s: &str) -> Result<pair::SlowSpot, String> {
+    let (rank, rail) = match s.split_once(':') {
+        Some((r, k)) => (r, Some(k)),
+        None => (s, None),
+    };
+    let num = |t: &str| {
+        t.parse::<u32>()
+            .map_err(|_| format!("'{s}' is not RANK or RANK:RAIL"))
+    };
+    Ok(pair::SlowSpot {
+        rank: num(rank)?,
+        rail: rail.map(num).transpose()?,
+    })
 }
 
 impl ClusterArgs {
@@ -307,10 +323,10 @@ impl ClusterArgs {
                     .map_err(|e| UsageError(format!("--pattern: {e}")))?,
             ),
         };
-        if let Some(&bad) = self.simulate_slow.iter().find(|&&r| r >= launch.size) {
+        if let Some(bad) = self.simulate_slow.iter().find(|s| s.rank >= launch.size) {
             return Err(UsageError(format!(
-                "--simulate-slow {bad}: the job has {} ranks",
-                launch.size
+                "--simulate-slow {}: the job has {} ranks",
+                bad.rank, launch.size
             )));
         }
         if !self.simulate_slow.is_empty() && !self.simulate {

@@ -19,6 +19,22 @@ use crate::oob::Listener;
 use crate::options::{DeviceSelection, RunOptions};
 use crate::runner::RunSummary;
 
+/// `--simulate-slow RANK[:RAIL]`: a rank whose pairs (on one rail, or
+/// all) get [`SIMULATED_SLOW_GBPS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlowSpot {
+    /// The slow rank.
+    pub rank: Rank,
+    /// Its slow rail (`None`: every rail).
+    pub rail: Option<u32>,
+}
+
+impl SlowSpot {
+    fn covers(&self, rank: Rank, rail: u32) -> bool {
+        self.rank == rank && self.rail.is_none_or(|k| k == rail)
+    }
+}
+
 /// The figure `--simulate` fabricates for a healthy direction, Gb/s.
 pub const SIMULATED_GBPS: f64 = 100.0;
 
@@ -89,23 +105,26 @@ pub fn options(
 }
 
 /// This rank drives data to `partner` at `server` (its address and pair
-/// port) in `round`: the measurement, an error included. With
+/// port) in `round` on `rail` (with `device`, this rank's device on it):
+/// the measurement, an error included. With
 /// `--latency`, a `write_lat` the same way follows the `write_bw` (tried
 /// even when the `write_bw` failed: the partner serves both).
 pub fn send_to(
     test: &PairTest,
     device: &DeviceSelection,
-    me: Rank,
-    partner: Rank,
-    round: u32,
+    (me, partner): (Rank, Rank),
+    (round, rail): (u32, u32),
     server: (&str, u16),
-    slow: &[Rank],
+    slow: &[SlowSpot],
 ) -> Measurement {
     let outcome = if test.simulate {
         std::thread::sleep(std::time::Duration::from_millis(u64::from(
             test.simulate_ms,
         )));
-        simulated(test, me, partner, slow)
+        let is_slow = slow
+            .iter()
+            .any(|s| s.covers(me, rail) || s.covers(partner, rail));
+        simulated(test, me, partner, is_slow)
     } else {
         let bw = options(TestSpec::WRITE_BW, test, device, Some(server))
             .and_then(|o| crate::runner::run_pair(&o));
@@ -119,6 +138,7 @@ pub fn send_to(
         round,
         from: me,
         to: partner,
+        rail,
         outcome,
     }
 }
@@ -183,9 +203,8 @@ pub fn serve(test: &PairTest, device: &DeviceSelection, listener: &Listener) -> 
 }
 
 /// `--simulate`'s figures for `me` → `partner` (a latency too with
-/// `--latency`: 2 µs, 10 µs with a slow rank).
-fn simulated(test: &PairTest, me: Rank, partner: Rank, slow: &[Rank]) -> Outcome {
-    let is_slow = slow.contains(&me) || slow.contains(&partner);
+/// `--latency`: 2 µs, 10 µs when slow).
+fn simulated(test: &PairTest, me: Rank, partner: Rank, is_slow: bool) -> Outcome {
     let gbps = if is_slow {
         SIMULATED_SLOW_GBPS
     } else {
@@ -331,13 +350,30 @@ mod tests {
     }
 
     #[test]
-    fn a_slow_rank_gets_a_low_figure_both_ways() {
-        let bw = |me, partner| match simulated(&test(), me, partner, &[2]) {
+    fn a_slow_rank_gets_a_low_figure_both_ways_on_its_slow_rail_only() {
+        let slow = [SlowSpot {
+            rank: 2,
+            rail: Some(1),
+        }];
+        let bw = |me, partner, rail| match send_to(
+            &PairTest {
+                simulate: true,
+                ..test()
+            },
+            &DeviceSelection::default(),
+            (me, partner),
+            (0, rail),
+            ("127.0.0.1", 1),
+            &slow,
+        )
+        .outcome
+        {
             Outcome::Measured { bw_gbps, .. } => bw_gbps,
             other => panic!("{other:?}"),
         };
-        assert_eq!(bw(2, 0), SIMULATED_SLOW_GBPS);
-        assert_eq!(bw(0, 2), SIMULATED_SLOW_GBPS);
-        assert!(bw(0, 1) > SIMULATED_GBPS * 0.99);
+        assert_eq!(bw(2, 0, 1), SIMULATED_SLOW_GBPS);
+        assert_eq!(bw(0, 2, 1), SIMULATED_SLOW_GBPS);
+        assert!(bw(0, 2, 0) > SIMULATED_GBPS * 0.99);
+        assert!(bw(0, 1, 1) > SIMULATED_GBPS * 0.99);
     }
 }

@@ -1,9 +1,11 @@
-//! One rank's life: bind the pair listener (port 0, held: no free-port
-//! race), start the coordinator when this is rank 0, join it with
-//! retries until `--rendezvous-timeout`, take the table, then run each
-//! round it is sent — both directions with its partner, one after the
-//! other — and report; at the end print its line and exit with the run's
-//! code. Every wait on rank 0 is bounded.
+//! One rank's life: bind a pair listener per rail (port 0, held: no
+//! free-port race), start the coordinator when this is rank 0, join it
+//! with retries until `--rendezvous-timeout`, take the table, then run
+//! each round it is sent — on every rail both ranks have at once (rail k
+//! with the partner's rail k, a thread each, bound to its NIC's NUMA
+//! node), both directions with its partner, one after the other — and
+//! report; at the end print its line and exit with the run's code. Every
+//! wait on rank 0 is bounded.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -13,7 +15,7 @@ use engine::cluster::pair_test::PairTest;
 use engine::cluster::rails::{self, Rail, RailSelection, RailSpec};
 use engine::cluster::rendezvous::Identity;
 use engine::cluster::schedule::Rank;
-use engine::cluster::verdict::EXIT_RANKS_MISSING;
+use engine::cluster::verdict::{EXIT_RANKS_MISSING, Measurement};
 use engine::fabric::link::{CounterRise, CounterSnapshot, rises};
 use engine::proto::wire::{self, Message};
 
@@ -58,7 +60,28 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
         }
         _ => plan,
     };
-    let listener = Listener::bind("0.0.0.0", 0).context("binding this rank's pair listener")?;
+    // A pair listener and a device per rail (one rail: the plan's device).
+    let devices: Vec<DeviceSelection> = if rails.len() < 2 || plan.device.name.is_none() {
+        vec![plan.device.clone()]
+    } else {
+        rails
+            .iter()
+            .map(|r| DeviceSelection {
+                name: Some(r.device.clone()),
+                port: Some(r.port),
+                gid_index: plan.device.gid_index,
+            })
+            .collect()
+    };
+    let sides = devices
+        .into_iter()
+        .enumerate()
+        .map(|(k, device)| {
+            let listener = Listener::bind("0.0.0.0", 0)
+                .with_context(|| format!("binding this rank's pair listener for rail {k}"))?;
+            Ok(RailSide { device, listener })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let coordinating = if me == 0 {
         let l = Listener::bind("0.0.0.0", plan.coordinator.port).with_context(|| {
             format!(
@@ -75,7 +98,7 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
     } else {
         None
     };
-    let joined = take_part(plan, &listener, rails);
+    let joined = take_part(plan, &sides, rails);
     let code = match coordinating {
         Some(c) => {
             // Rank 0's own part ended (or failed): the coordinator's code
@@ -111,11 +134,17 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
     Ok(code)
 }
 
+/// One rail of this rank: its device and its pair listener.
+struct RailSide {
+    device: DeviceSelection,
+    listener: Listener,
+}
+
 /// Joins, runs the rounds, returns rank 0's exit code and this rank's
 /// line.
 fn take_part(
     plan: &ClusterPlan,
-    listener: &Listener,
+    sides: &[RailSide],
     rails: Vec<Rail>,
 ) -> anyhow::Result<(u8, String)> {
     let me = plan.launch.rank;
@@ -127,24 +156,34 @@ fn take_part(
         true,
     )
     .context("joining rank 0 (--rendezvous-timeout)")?;
-    // The pairs run on rail 0 (`run` made it the plan's device).
-    let device = match &plan.device.name {
-        Some(d) => format!("{d}:{}", plan.device.port.unwrap_or(1)),
+    // Rail 0 first (`run` made it the plan's device).
+    let named = |d: &DeviceSelection| match &d.name {
+        Some(n) => format!("{n}:{}", d.port.unwrap_or(1)),
         None => "simulated".into(),
     };
-    // This rank's port: its rate (for --expect-rate auto) and its error
+    // Each rail's port: its rate (for --expect-rate auto) and its error
     // counters before the first round; every report says which rose since.
-    let port = PortWatch::new(plan, &device);
+    let ports: Vec<PortWatch> = sides
+        .iter()
+        .filter_map(|s| PortWatch::new(plan, &named(&s.device)))
+        .collect();
     let identity = Identity {
         rank: me,
         size: plan.launch.size,
         version: env!("CARGO_PKG_VERSION").into(),
         host: host_name(),
-        pair_port: listener.port(),
+        pair_port: sides[0].listener.port(),
         address: pair::reachable_address(plan.pair_address.as_deref(), ch.local().ok()),
-        device,
-        rate_gbps: port.as_ref().and_then(|p| p.rate_gbps),
+        device: named(&sides[0].device),
+        rate_gbps: ports.first().and_then(|p| p.rate_gbps),
         rails,
+        rail_ports: sides[1..].iter().map(|s| s.listener.port()).collect(),
+    };
+    let several = ports.len() > 1;
+    let risen = || -> Vec<CounterRise> {
+        let mut all: Vec<CounterRise> = ports.iter().flat_map(|p| p.risen(several)).collect();
+        all.truncate(wire::MAX_REPORT_PORT_ERRORS);
+        all
     };
     ch.send(&Message::ClusterJoin {
         identity: Box::new(identity),
@@ -188,7 +227,7 @@ fn take_part(
                 let measurements = match partner.and_then(|p| find(p).map(|m| (p, m))) {
                     Some((p, partner)) => {
                         let started = Instant::now();
-                        let m = both_ways(plan, &test, listener, round, p, partner, serve);
+                        let m = every_rail(plan, &test, sides, round, p, partner, serve);
                         if !test.simulate {
                             eprintln!(
                                 "rdmaperf cluster: rank {me}: round {round} with rank {p} in {:.1?}",
@@ -202,7 +241,7 @@ fn take_part(
                 ch.send(&Message::ClusterReport {
                     round,
                     measurements,
-                    port_errors: port.as_ref().map(PortWatch::risen).unwrap_or_default(),
+                    port_errors: risen(),
                 })?;
             }
             Message::ClusterEnd { exit_code, line } => {
@@ -213,32 +252,84 @@ fn take_part(
     }
 }
 
-/// Both directions with `partner`: the serving rank serves first, then
-/// drives; its partner the other way round. What this rank drove is what
-/// it reports (its partner reports the other direction).
-fn both_ways(
+/// Every rail this rank and `partner` both have, at once: rail k with
+/// the partner's rail k, each in its own thread bound to its NIC's NUMA
+/// node (so the memory it registers is on that node), each with its own
+/// QPs; one rail runs in this thread.
+fn every_rail(
     plan: &ClusterPlan,
     test: &PairTest,
-    listener: &Listener,
+    sides: &[RailSide],
     round: u32,
     p: Rank,
     partner: &Identity,
     serve_first: bool,
-) -> Vec<engine::cluster::verdict::Measurement> {
+) -> Vec<Measurement> {
+    let shared = (sides.len() as u32).min(partner.rail_count()).max(1);
+    let on_rail = |k: u32| {
+        let side = &sides[k as usize];
+        if !test.simulate
+            && let Some(dev) = &side.device.name
+        {
+            crate::placement::bind_to_nic_node(&plan.sysfs_root, dev);
+        }
+        both_ways(plan, test, side, (round, k), p, partner, serve_first)
+    };
+    if shared == 1 {
+        return on_rail(0);
+    }
+    thread::scope(|s| {
+        let running: Vec<_> = (0..shared)
+            .map(|k| {
+                thread::Builder::new()
+                    .name(format!("rail {k}"))
+                    .spawn_scoped(s, move || on_rail(k))
+            })
+            .collect();
+        running
+            .into_iter()
+            .zip(0..)
+            .flat_map(|(t, k)| match t.map(|t| t.join()) {
+                Ok(Ok(m)) => m,
+                _ => {
+                    eprintln!(
+                        "rdmaperf cluster: rank {}: rail {k}'s thread failed",
+                        plan.launch.rank
+                    );
+                    Vec::new()
+                }
+            })
+            .collect()
+    })
+}
+
+/// Both directions with `partner` on one rail: the serving rank serves
+/// first, then drives; its partner the other way round. What this rank
+/// drove is what it reports (its partner reports the other direction).
+fn both_ways(
+    plan: &ClusterPlan,
+    test: &PairTest,
+    side: &RailSide,
+    (round, rail): (u32, u32),
+    p: Rank,
+    partner: &Identity,
+    serve_first: bool,
+) -> Vec<Measurement> {
     let me = plan.launch.rank;
     let serve = || {
-        if let Err(e) = pair::serve(test, &plan.device, listener) {
-            eprintln!("rdmaperf cluster: rank {me}: serving rank {p} in round {round}: {e:#}");
+        if let Err(e) = pair::serve(test, &side.device, &side.listener) {
+            eprintln!(
+                "rdmaperf cluster: rank {me}: serving rank {p} in round {round} on rail {rail}: {e:#}"
+            );
         }
     };
     let send = || {
         pair::send_to(
             test,
-            &plan.device,
-            me,
-            p,
-            round,
-            (&partner.address, partner.pair_port),
+            &side.device,
+            (me, p),
+            (round, rail),
+            (&partner.address, partner.rail_port(rail).unwrap_or(0)),
             &plan.simulate_slow,
         )
     };
@@ -288,12 +379,17 @@ impl PortWatch {
         })
     }
 
-    /// The error counters that rose since the rank joined (at most the
-    /// wire's cap).
-    fn risen(&self) -> Vec<CounterRise> {
+    /// The error counters that rose since the rank joined; with
+    /// `several` rails, each named after its port (`mlx5_1:1
+    /// counters/symbol_error`).
+    fn risen(&self, several: bool) -> Vec<CounterRise> {
         let now = crate::sysfs::snapshot_error_counters(&self.sysfs_root, &self.device, self.port);
         let mut r = rises(&self.before, &now);
-        r.truncate(wire::MAX_REPORT_PORT_ERRORS);
+        if several {
+            for c in &mut r {
+                c.name = format!("{}:{} {}", self.device, self.port, c.name);
+            }
+        }
         r
     }
 }

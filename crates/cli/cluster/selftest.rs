@@ -155,6 +155,7 @@ fn direction(plan: &ClusterPlan, rails: &[Rail], from: Rank, to: Rank, round: u3
                 round,
                 from,
                 to,
+                rail: 0,
                 outcome: Outcome::Error {
                     error: format!("cannot listen on loopback: {e:#}"),
                 },
@@ -167,9 +168,8 @@ fn direction(plan: &ClusterPlan, rails: &[Rail], from: Rank, to: Rank, round: u3
         let m = pair::send_to(
             &plan.test,
             &client_device,
-            from,
-            to,
-            round,
+            (from, to),
+            (round, 0),
             ("127.0.0.1", listener.port()),
             &[],
         );

@@ -178,11 +178,8 @@ pub struct NodeFacts {
 impl NodeFacts {
     /// Its rail's rate, Gb/s, when known.
     pub fn rate_on(&self, rail: u32) -> Option<f64> {
-        match self.rail_rates_gbps.get(rail as usize) {
-            Some(r) => *r,
-            None if rail == 0 => self.rate_gbps,
-            None => None,
-        }
+        let listed = self.rail_rates_gbps.get(rail as usize).copied().flatten();
+        listed.or(if rail == 0 { self.rate_gbps } else { None })
     }
 }
 
