@@ -1175,6 +1175,92 @@ fn a_node_whose_rails_differ_from_most_fails_and_says_which_rail() {
 }
 
 #[test]
+fn every_rail_at_once_fails_only_the_slow_rail_of_the_slow_rank() {
+    // Four ranks on one machine's sysfs: two InfiniBand rails each
+    // (mlx5_0, mlx5_1); figures fabricated, rank 2 slow on rail 1 only.
+    let root = fixture("sysfs/complete");
+    let t = TempDir::new("cluster-every-rail");
+    let report = t.root().join("report");
+    let out = cluster(
+        &[
+            "--simulate-ranks",
+            "4",
+            "--simulate-slow",
+            "2:1",
+            "--rails",
+            "auto",
+            "--sysfs-root",
+            root.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stdout = stdout_of(&out, 3);
+    let line = |r: u32| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("rank {r} ")))
+            .unwrap_or_else(|| panic!("no line for rank {r}: {stdout}"))
+            .to_owned()
+    };
+    // The node's verdict names the rail; its rail 0 passed.
+    assert!(
+        line(2).contains(": FAIL 3 of 6 pairs failed")
+            && line(2).ends_with("; rail 1 mlx5_1:1: FAIL 3 of 3 pairs failed, worst 40.00 Gb/s"),
+        "{stdout}"
+    );
+    for r in [0, 1, 3] {
+        assert!(line(r).contains(": PASS "), "{stdout}");
+    }
+    // Each failed direction names its round, rail and devices.
+    let failed: Vec<&str> = stdout.lines().filter(|l| l.starts_with("round ")).collect();
+    assert_eq!(failed.len(), 6, "{stdout}");
+    assert!(
+        failed
+            .iter()
+            .all(|l| l.contains(", rail 1 (mlx5_1:1 -> mlx5_1:1): rank ")
+                && l.contains(": NODE rank 2: ")),
+        "{stdout}"
+    );
+    let (records, summary, metrics) = read_report(&report);
+    for rail in [0, 1] {
+        let on: Vec<Value> = records
+            .iter()
+            .filter(|r| r["rail"] == rail)
+            .cloned()
+            .collect();
+        assert_all_pairs_once(&on, 4);
+        for r in &on {
+            let device = format!("mlx5_{rail}:1");
+            assert_eq!(
+                (r["src_device"].as_str(), r["dst_device"].as_str()),
+                (Some(device.as_str()), Some(device.as_str())),
+                "{r}"
+            );
+            let slow = rail == 1 && (r["src_rank"] == 2 || r["dst_rank"] == 2);
+            assert_eq!(r["pass"], !slow, "{r}");
+        }
+    }
+    assert_eq!(records.len(), 24, "12 directions on each of 2 rails");
+    let rails = &summary["nodes"][2]["rails"];
+    assert_eq!(
+        (rails[0]["status"].as_str(), rails[1]["status"].as_str()),
+        (Some("pass"), Some("fail")),
+        "{summary}"
+    );
+    assert!(metrics.contains("rail=\"1\""));
+    let page = std::fs::read_to_string(report.join("report.html")).unwrap();
+    for rail in [0, 1] {
+        assert_eq!(
+            page.matches(&format!("data-rail=\"{rail}\" x=")).count(),
+            12,
+            "rail {rail}'s matrix: a cell per direction"
+        );
+    }
+}
+
+#[test]
 fn one_rank_is_the_node_self_test_every_rail_against_the_next_both_ways() {
     // One machine's sysfs with two InfiniBand rails (mlx5_0 at 400 Gb/s,
     // mlx5_1 at 200) and an Ethernet port that is no rail; figures
