@@ -16,14 +16,15 @@ use support::TempDir;
 
 const RDMAPERF: &str = env!("CARGO_BIN_EXE_rdmaperf");
 
-/// `rdmaperf cluster --simulate-ranks N --simulate-slow SLOW --report DIR`
-/// (exit 3: the slow rank fails); the page's path.
-fn simulated_report(dir: &Path, ranks: u32, slow: u32) -> std::path::PathBuf {
+/// `rdmaperf cluster --simulate-ranks N --simulate-slow SLOW --report DIR
+/// EXTRA` (exit 3: the slow rank fails); the page's path.
+fn simulated_report(dir: &Path, ranks: u32, slow: &str, extra: &[&str]) -> std::path::PathBuf {
     let out = Command::new(RDMAPERF)
         .args(["cluster", "--simulate-ranks", &ranks.to_string()])
-        .args(["--simulate-slow", &slow.to_string()])
+        .args(["--simulate-slow", slow])
         .arg("--report")
         .arg(dir)
+        .args(extra)
         .output()
         .expect("spawn rdmaperf cluster");
     assert_eq!(
@@ -83,33 +84,62 @@ fn elements(dom: &str, tag: &str) -> Vec<BTreeMap<String, String>> {
     found
 }
 
-#[test]
-fn the_browser_draws_a_cell_per_direction_and_marks_the_bad_nodes_cells_failed() {
-    let t = TempDir::new("report-page");
-    let page = simulated_report(&t.root().join("report"), 8, 5);
-    let dom = chromium(&page, &t.root().join("profile"), "--dump-dom");
-    let cells = elements(&dom, "rect");
-    let cells: Vec<_> = cells
-        .iter()
+/// The matrix cells of a DOM: (sender, receiver, rail) and class, each
+/// once.
+fn matrix_cells(dom: &str) -> BTreeMap<(u32, u32, u32), String> {
+    let mut cells = BTreeMap::new();
+    for c in elements(dom, "rect")
+        .into_iter()
         .filter(|a| a.get("class").is_some_and(|c| c.starts_with("cell ")))
-        .collect();
-    // 8 ranks: 28 pairs, 56 directions, each once.
-    assert_eq!(cells.len(), 56, "{dom}");
-    let mut seen = std::collections::BTreeSet::new();
-    for c in &cells {
-        let (src, dst): (u32, u32) = (
+    {
+        let key = (
             c["data-src"].parse().unwrap(),
             c["data-dst"].parse().unwrap(),
+            c["data-rail"].parse().unwrap(),
         );
-        assert!(src != dst && src < 8 && dst < 8, "{c:?}");
-        assert!(seen.insert((src, dst)), "twice: {c:?}");
-        let want = if src == 5 || dst == 5 {
+        assert!(key.0 != key.1, "{c:?}");
+        assert!(
+            cells.insert(key, c["class"].clone()).is_none(),
+            "twice: {c:?}"
+        );
+    }
+    cells
+}
+
+#[test]
+fn the_browser_draws_a_cell_per_direction_and_rail_and_marks_the_bad_rails_cells_failed() {
+    // 8 ranks of two InfiniBand rails each (one machine's sysfs), rank 5
+    // slow on rail 1 only.
+    let t = TempDir::new("report-page");
+    let sysfs = support::fixture("sysfs/complete");
+    let page = simulated_report(
+        &t.root().join("report"),
+        8,
+        "5:1",
+        &["--rails", "auto", "--sysfs-root", sysfs.to_str().unwrap()],
+    );
+    let dom = chromium(&page, &t.root().join("profile"), "--dump-dom");
+    let cells = matrix_cells(&dom);
+    // 8 ranks: 28 pairs, 56 directions on each of 2 rails, each once.
+    assert_eq!(cells.len(), 112, "{dom}");
+    for (&(src, dst, rail), class) in &cells {
+        assert!(src < 8 && dst < 8 && rail < 2);
+        let want = if rail == 1 && (src == 5 || dst == 5) {
             "cell failed"
         } else {
             "cell passed"
         };
-        assert_eq!(c["class"], want, "{c:?}");
+        assert_eq!(class, want, "{src} -> {dst} on rail {rail}");
     }
+    // A matrix per rail.
+    let svgs = elements(&dom, "svg");
+    let matrices: Vec<&str> = svgs
+        .iter()
+        .filter(|a| a.get("class").map(String::as_str) == Some("matrix"))
+        .map(|a| a["id"].as_str())
+        .collect();
+    assert_eq!(matrices, ["matrix-rail-0", "matrix-rail-1"]);
+    assert!(dom.contains("rail 1 mlx5_1:1: FAIL 7 of 7"), "{dom}");
     // The node table: rank 5's row is the failed one.
     let rows = elements(&dom, "tr");
     let fail_rows = rows
@@ -138,7 +168,7 @@ fn the_browser_draws_a_cell_per_direction_and_marks_the_bad_nodes_cells_failed()
 fn above_128_ranks_the_browser_draws_the_node_strip_instead_of_the_matrix() {
     // 200 ranks takes the large form (as 1,024 does: docs/cluster.md).
     let t = TempDir::new("report-page-200");
-    let page = simulated_report(&t.root().join("report"), 200, 17);
+    let page = simulated_report(&t.root().join("report"), 200, "17", &[]);
     let size = std::fs::metadata(&page).unwrap().len();
     assert!(size < 4 << 20, "{size} bytes");
     let dom = chromium(&page, &t.root().join("profile"), "--dump-dom");
@@ -161,5 +191,38 @@ fn above_128_ranks_the_browser_draws_the_node_strip_instead_of_the_matrix() {
             "node pass"
         };
         assert_eq!(n["class"], want, "{n:?}");
+    }
+}
+
+#[test]
+#[ignore = "renders the report of the VM's 4-rank mpirun run: scripts/test runs it after the VM"]
+fn the_browser_draws_the_vm_runs_page_a_cell_per_direction_on_each_rail() {
+    // Written by tests/cluster.rs's mpirun test inside the VM: 4 ranks on
+    // rxe0 and rxe1, two rails each.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("vm-cluster-report");
+    let page = dir.join("report.html");
+    assert!(
+        page.is_file(),
+        "{} is missing: the VM's mpirun test writes it (scripts/test)",
+        page.display()
+    );
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("pairs.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let t = TempDir::new("report-page-vm");
+    let dom = chromium(&page, &t.root().join("profile"), "--dump-dom");
+    let cells = matrix_cells(&dom);
+    assert_eq!(cells.len(), 24, "4 ranks × 3 partners × 2 rails: {dom}");
+    for r in &records {
+        let key = |k: &str| u32::try_from(r[k].as_u64().unwrap()).unwrap();
+        let class = &cells[&(key("src_rank"), key("dst_rank"), key("rail"))];
+        let want = if r["pass"] == true {
+            "cell passed"
+        } else {
+            "cell failed"
+        };
+        assert_eq!(class, want, "{r}");
     }
 }

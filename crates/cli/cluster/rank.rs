@@ -323,13 +323,22 @@ fn both_ways(
             );
         }
     };
+    // Under rdma_cm the route to the server's address picks the device:
+    // with several rails, rail k's own address (else the one that reached
+    // rank 0).
+    let address = match partner.rails.get(rail as usize) {
+        Some(r) if test.rdma_cm && partner.rail_count() > 1 => {
+            r.address.as_deref().unwrap_or(&partner.address)
+        }
+        _ => &partner.address,
+    };
     let send = || {
         pair::send_to(
             test,
             &side.device,
             (me, p),
             (round, rail),
-            (&partner.address, partner.rail_port(rail).unwrap_or(0)),
+            (address, partner.rail_port(rail).unwrap_or(0)),
             &plan.simulate_slow,
         )
     };
@@ -403,6 +412,26 @@ fn host_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
+/// The IPv4 address where rdma_cm reaches `rail`: its port's IPv4-mapped
+/// GID (RoCE v2), else the first IPv4 address of its network interface
+/// (iWARP, IPoIB) as this network namespace sees it.
+fn rail_address(devices: &[engine::fabric::ports::DeviceState], rail: &Rail) -> Option<String> {
+    let port = devices
+        .iter()
+        .find(|d| d.name == rail.device)?
+        .ports
+        .iter()
+        .find(|p| p.port == rail.port)?;
+    if let Some(a) = port.gids.iter().find_map(|g| g.ipv4.clone()) {
+        return Some(a);
+    }
+    let netdev = port.netdev.as_deref()?;
+    nix::ifaddrs::getifaddrs().ok()?.find_map(|a| {
+        let ip = a.address?.as_sockaddr_in()?.ip();
+        (a.interface_name == netdev).then(|| ip.to_string())
+    })
+}
+
 /// This node's rails under `--rails` (`-d DEV` names one), read from
 /// sysfs; printed on stderr with the ports left out. None under
 /// `--simulate` without `-d`/`--rails` (an empty list). A rail named with `-d` that sysfs
@@ -419,9 +448,15 @@ pub(super) fn node_rails(plan: &ClusterPlan) -> anyhow::Result<Vec<Rail>> {
     }
     let devices = crate::sysfs::read_devices(&plan.sysfs_root, None, None).unwrap_or_default();
     let selection = match (rails::select(&devices, &plan.rails), &plan.device.name) {
-        (Ok(s), _) => s,
+        (Ok(mut s), _) => {
+            for r in &mut s.rails {
+                r.address = rail_address(&devices, r);
+            }
+            s
+        }
         (Err(_), Some(d)) => RailSelection {
             rails: vec![Rail {
+                address: None,
                 device: d.clone(),
                 port: plan.device.port.unwrap_or(1),
                 active: true,
@@ -443,6 +478,9 @@ pub(super) fn node_rails(plan: &ClusterPlan) -> anyhow::Result<Vec<Rail>> {
             }
             if let Some(n) = r.numa_node {
                 facts.push(format!("NUMA {n}"));
+            }
+            if let Some(a) = &r.address {
+                facts.push(a.clone());
             }
             if !r.active {
                 facts.push("not ACTIVE".into());

@@ -59,6 +59,10 @@ pub struct Rail {
     /// kernel's -1, when it has none).
     #[serde(default)]
     pub numa_node: Option<i32>,
+    /// The IPv4 address of its network interface, when it has one (RoCE,
+    /// iWARP, IPoIB): where rdma_cm reaches this rail.
+    #[serde(default)]
+    pub address: Option<String>,
 }
 
 impl Rail {
@@ -179,6 +183,7 @@ pub fn select(devices: &[DeviceState], spec: &RailSpec) -> Result<RailSelection,
     let mut devices: Vec<&DeviceState> = devices.iter().collect();
     devices.sort_by(|a, b| device_order(&a.name, &b.name));
     let rail = |d: &DeviceState, p: &crate::fabric::ports::PortState| Rail {
+        address: None,
         device: d.name.clone(),
         port: p.port,
         active: p.state_id() == Some(4),

@@ -198,6 +198,7 @@ impl Gathering {
         let rail_texts = id.rails.iter().flat_map(|r| {
             std::iter::once(("rail device", &r.device))
                 .chain(r.link_layer.as_ref().map(|l| ("rail link layer", l)))
+                .chain(r.address.as_ref().map(|a| ("rail address", a)))
         });
         for (field, text) in [
             ("host name", &id.host),
@@ -609,6 +610,7 @@ mod tests {
             })
         ));
         let rail = |device: &str| Rail {
+            address: None,
             device: device.into(),
             port: 1,
             active: true,

@@ -1073,6 +1073,7 @@ mod tests {
             device: "rxe0:1".into(),
             rate_gbps: Some(2.5),
             rails: vec![crate::cluster::rails::Rail {
+                address: None,
                 device: "rxe0".into(),
                 port: 1,
                 active: true,
