@@ -303,6 +303,19 @@ fn coordinate(
             schedule.rounds.len()
         ),
     };
+    let most_rails = members
+        .iter()
+        .flatten()
+        .map(Identity::rail_count)
+        .max()
+        .unwrap_or(1);
+    let plan_text = if most_rails > 1 {
+        format!(
+            "{plan_text}; each pair on the rails both ranks have (up to {most_rails}), all at once"
+        )
+    } else {
+        plan_text
+    };
     writeln!(out, "{plan_text}").map_err(crate::stdout_write_error)?;
     let mut all: Vec<Measurement> = Vec::new();
     let mut index = 0u32;

@@ -78,7 +78,8 @@ h1{font-size:1.4em}.pass{color:#17803d}.fail{color:#b42318}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}\
 th{background:#f3f3f3}.facts{color:#555}svg{display:block;margin:.5em 0 1.5em}\
 svg text{font-size:10px;fill:#444}rect.failed{stroke:#b42318;stroke-width:2}\
-.legend span{display:inline-block;padding:0 6px;margin-right:6px;border:1px solid #999}";
+.legend span{display:inline-block;padding:0 6px;margin-right:6px;border:1px solid #999}\
+.rail{display:inline-block;vertical-align:top;margin-right:2em}h3{font-size:1.05em;margin:.3em 0}";
 
 /// The colour of a direction: its fraction of `against`, red (≤ 0.5) to
 /// green (1.0), as an HSL hue.
@@ -158,6 +159,21 @@ fn matrices(
     roster: Roster<'_>,
 ) {
     let rails = rail_count(measurements);
+    let _ = write!(
+        h,
+        "<h2>Bandwidth per direction{}</h2>\n<p class=\"legend\">row: sender, column: receiver; \
+         colour: the fraction of the direction's floor (or of the rail's best) \
+         <span style=\"background:hsl(0,70%,45%)\">&le; 50 %</span>\
+         <span style=\"background:hsl(120,70%,45%)\">100 %</span>\
+         <span style=\"outline:2px solid #b42318\">failed</span>\
+         <span style=\"background:#bbb\">peer missing</span>\
+         <span style=\"background:#111;color:#fff\">error</span></p>\n",
+        if rails > 1 {
+            format!(", on each of {rails} rails (rail k of the sender met rail k of the receiver)")
+        } else {
+            String::new()
+        }
+    );
     for rail in 0..rails {
         matrix(h, measurements, verdict, roster, (rail, rails));
     }
@@ -181,27 +197,19 @@ fn matrix(
     };
     let margin = 40;
     let side = margin + n * cell_px + 4;
-    let (title, id) = if rails > 1 {
-        (
-            format!(
-                "Bandwidth per direction, rail {rail} of {rails} (rank 0's {})",
-                escape(&roster.rail_device(0, rail))
-            ),
-            format!("matrix-rail-{rail}"),
-        )
+    let id = if rails > 1 {
+        let _ = write!(
+            h,
+            "<div class=\"rail\"><h3>rail {rail} (rank 0's {})</h3>\n",
+            escape(&roster.rail_device(0, rail))
+        );
+        format!("matrix-rail-{rail}")
     } else {
-        ("Bandwidth per direction".to_owned(), "matrix".to_owned())
+        "matrix".to_owned()
     };
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<h2>{title}</h2>\n<p class=\"legend\">row: sender, column: receiver; \
-         colour: the fraction of the direction's floor (or of the cluster's best) \
-         <span style=\"background:hsl(0,70%,45%)\">&le; 50 %</span>\
-         <span style=\"background:hsl(120,70%,45%)\">100 %</span>\
-         <span style=\"outline:2px solid #b42318\">failed</span>\
-         <span style=\"background:#bbb\">peer missing</span>\
-         <span style=\"background:#111;color:#fff\">error</span></p>\n\
-         <svg id=\"{id}\" class=\"matrix\" data-rail=\"{rail}\" width=\"{side}\" height=\"{side}\" role=\"img\">\n"
+        "<svg id=\"{id}\" class=\"matrix\" data-rail=\"{rail}\" width=\"{side}\" height=\"{side}\" role=\"img\">"
     );
     if cell_px >= 12 {
         for r in 0..n {
@@ -233,6 +241,9 @@ fn matrix(
         );
     }
     h.push_str("</svg>\n");
+    if rails > 1 {
+        h.push_str("</div>\n");
+    }
 }
 
 /// The large form's node strip: one cell per node, its verdict's colour.
@@ -318,7 +329,7 @@ fn worst(
 /// The per-node verdict table.
 fn nodes(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
     h.push_str(
-        "<h2>Node verdicts</h2>\n<table id=\"nodes\">\n<tr><th>rank</th><th>host</th><th>device</th>\
+        "<h2>Node verdicts</h2>\n<table id=\"nodes\">\n<tr><th>rank</th><th>host</th><th>devices (rail 0, 1, ...)</th>\
          <th>verdict</th><th>pairs failed</th><th>worst Gb/s</th><th>port error counters that rose</th>\
          <th>rails unlike most ranks'</th><th>rails that failed</th></tr>\n",
     );
@@ -349,7 +360,7 @@ fn nodes(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
             n.status.word().to_ascii_lowercase(),
             n.rank,
             escape(&roster.host(n.rank)),
-            escape(&roster.device(n.rank)),
+            escape(&devices_of(roster, n)),
             n.status.word(),
             n.failed,
             n.pairs,
@@ -360,6 +371,14 @@ fn nodes(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
         );
     }
     h.push_str("</table>\n");
+}
+
+/// A node's devices: each of its rails', or its one device.
+fn devices_of(roster: Roster<'_>, n: &super::verdict::NodeVerdict) -> String {
+    match roster.rails.get(n.rank as usize) {
+        Some(rails) if !rails.is_empty() => rails.join(", "),
+        _ => roster.device(n.rank),
+    }
 }
 
 /// Every failed direction (at most [`WORST_LISTED`] × 10 rows).
