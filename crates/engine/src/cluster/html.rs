@@ -198,9 +198,9 @@ fn matrix(
     let margin = 40;
     let side = margin + n * cell_px + 4;
     let id = if rails > 1 {
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<div class=\"rail\"><h3>rail {rail} (rank 0's {})</h3>\n",
+            "<div class=\"rail\"><h3>rail {rail} (rank 0's {})</h3>",
             escape(&roster.rail_device(0, rail))
         );
         format!("matrix-rail-{rail}")
