@@ -6,7 +6,8 @@
 //! as between nodes, with the rails in the place of ranks (a rail whose
 //! pairs mostly fail is FAIL, a lone failed pair a LINK finding). The
 //! out-of-band exchange of each direction runs over loopback; the data
-//! crosses the rails' fabric.
+//! crosses the rails' fabric. Each side runs in a thread bound to its
+//! rail's NUMA node.
 
 use std::io::Write as _;
 use std::thread;
@@ -163,8 +164,18 @@ fn direction(plan: &ClusterPlan, rails: &[Rail], from: Rank, to: Rank, round: u3
         }
     };
     let (server_device, client_device) = (device(to), device(from));
+    // Each side on its own NIC's NUMA node, as between nodes.
+    let bind = |d: &DeviceSelection| {
+        if let (false, Some(name)) = (plan.test.simulate, &d.name) {
+            crate::placement::bind_to_nic_node(&plan.sysfs_root, name);
+        }
+    };
     thread::scope(|s| {
-        let server = s.spawn(|| pair::serve(&plan.test, &server_device, &listener));
+        let server = s.spawn(|| {
+            bind(&server_device);
+            pair::serve(&plan.test, &server_device, &listener)
+        });
+        bind(&client_device);
         let m = pair::send_to(
             &plan.test,
             &client_device,
