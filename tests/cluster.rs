@@ -119,6 +119,41 @@ fn assert_all_pairs_once(records: &[Value], n: u64) {
     assert_eq!(seen.len() as u64, n * (n - 1), "every ordered pair once");
 }
 
+/// Rank `r`'s line in rank 0's `stdout`.
+fn node_line(stdout: &str, r: u32) -> String {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("rank {r} ")))
+        .unwrap_or_else(|| panic!("no line for rank {r}: {stdout}"))
+        .to_owned()
+}
+
+/// Every direction of every pair of `n` ranks exactly once on each of
+/// `rails` rails, each side on its device there (`device(rank, rail)`,
+/// `DEV:PORT`).
+fn assert_all_pairs_once_on_each_rail(
+    records: &[Value],
+    n: u64,
+    rails: u64,
+    device: impl Fn(u64, u64) -> String,
+) {
+    for rail in 0..rails {
+        let on: Vec<Value> = records
+            .iter()
+            .filter(|r| r["rail"] == rail)
+            .cloned()
+            .collect();
+        assert_all_pairs_once(&on, n);
+        for r in &on {
+            for side in ["src", "dst"] {
+                let rank = r[format!("{side}_rank")].as_u64().unwrap();
+                assert_eq!(r[format!("{side}_device")], device(rank, rail), "{r}");
+            }
+        }
+    }
+    assert_eq!(records.len() as u64, n * (n - 1) * rails);
+}
+
 #[test]
 fn all_pairs_of_8_simulated_ranks_cover_every_pair_once_and_the_report_parses() {
     let dir = TempDir::new("cluster-8");
@@ -549,31 +584,20 @@ fn device_of(rank: u64, rail: u64) -> String {
     two_devices()[((rank + rail) % 2) as usize].clone()
 }
 
-/// A shell that runs `rdmaperf cluster --rails A,B ARGS` with the rank
-/// from `rank_var`: even ranks on rails rxe0,rxe1, odd ranks rxe1,rxe0, so
-/// that between an even and an odd rank both rails cross the veth pair.
-fn on_both_rxe(rank_var: &str) -> Vec<String> {
+/// A shell that runs `rdmaperf cluster --rails R ARGS` with the rank from
+/// `rank_var`: the first `rails` of the two devices, even ranks in order
+/// (rxe0,rxe1), odd ranks the other way (rxe1,rxe0) — so with one rail
+/// each rank is on one of the two devices by turns, with two both rails
+/// of an even and an odd rank cross the veth pair ([`device_of`]).
+fn on_rxe_rails(rank_var: &str, rails: usize) -> Vec<String> {
     let [a, b] = two_devices();
+    let (even, odd) = ([a.clone(), b.clone()], [b, a]);
+    let (even, odd) = (even[..rails].join(","), odd[..rails].join(","));
     vec![
         "sh".into(),
         "-c".into(),
         format!(
-            r#"case $(( ${rank_var} % 2 )) in 0) r={a},{b} ;; *) r={b},{a} ;; esac; exec "$0" cluster --rails "$r" "$@""#
-        ),
-        RDMAPERF.into(),
-    ]
-}
-
-/// A shell that runs `rdmaperf cluster --rails DEVICE ARGS` with the rank
-/// from `rank_var`, each rank on one of the two devices ([`device_of`]) as
-/// its one rail (the rail read from sysfs, the pairs on it).
-fn on_alternate_rxe(rank_var: &str) -> Vec<String> {
-    let [even, odd] = two_devices();
-    vec![
-        "sh".into(),
-        "-c".into(),
-        format!(
-            r#"case $(( ${rank_var} % 2 )) in 0) d={even} ;; *) d={odd} ;; esac; exec "$0" cluster --rails "$d" "$@""#
+            r#"case $(( ${rank_var} % 2 )) in 0) r={even} ;; *) r={odd} ;; esac; exec "$0" cluster --rails "$r" "$@""#
         ),
         RDMAPERF.into(),
     ]
@@ -584,28 +608,9 @@ fn on_alternate_rxe(rank_var: &str) -> Vec<String> {
 /// direction measured.
 fn vm_report_checks(dir: &Path, n: u64, rails: u64) -> (Vec<Value>, Value) {
     let (records, summary, _) = read_report(dir);
-    for rail in 0..rails {
-        let on: Vec<Value> = records
-            .iter()
-            .filter(|r| r["rail"] == rail)
-            .cloned()
-            .collect();
-        assert_all_pairs_once(&on, n);
-    }
-    assert_eq!(records.len() as u64, n * (n - 1) * rails);
-    for r in &records {
-        let rail = r["rail"].as_u64().unwrap();
-        for (rank, dev) in [
-            (&r["src_rank"], &r["src_device"]),
-            (&r["dst_rank"], &r["dst_device"]),
-        ] {
-            assert_eq!(
-                dev,
-                &format!("{}:1", device_of(rank.as_u64().unwrap(), rail)),
-                "{r}"
-            );
-        }
-    }
+    assert_all_pairs_once_on_each_rail(&records, n, rails, |rank, rail| {
+        format!("{}:1", device_of(rank, rail))
+    });
     assert!(
         records.iter().all(|r| r["outcome"]["outcome"] == "measured"
             && r["outcome"]["bw_gbps"].as_f64() > Some(0.0)),
@@ -625,7 +630,7 @@ fn mpirun_runs_4_ranks_on_two_rails_of_soft_roce_and_measures_every_direction_on
     let mut args: Vec<String> = ["-np", "4", "--oversubscribe", "--allow-run-as-root"]
         .map(String::from)
         .to_vec();
-    args.extend(on_both_rxe("OMPI_COMM_WORLD_RANK"));
+    args.extend(on_rxe_rails("OMPI_COMM_WORLD_RANK", 2));
     args.extend(
         ["--coordinator", &coordinator]
             .into_iter()
@@ -719,7 +724,7 @@ fn srun_runs_4_and_3_ranks_on_a_real_single_node_slurm() {
     for n in [4u64, 3] {
         let dir = TempDir::new(&format!("cluster-vm-srun-{n}"));
         let mut args: Vec<String> = vec!["-n".into(), n.to_string(), "-O".into()];
-        args.extend(on_alternate_rxe("SLURM_PROCID"));
+        args.extend(on_rxe_rails("SLURM_PROCID", 1));
         args.extend(
             EMULATED_PAIR_TEST
                 .into_iter()
@@ -863,20 +868,9 @@ fn four_siw_hosts_on_two_rails_find_the_one_rail_that_is_rate_limited() {
     );
     let (records, summary, _) = read_report(dir.root());
     // Both rails at once: every pair on each, rail k's devices.
-    for rail in [0, 1] {
-        let on: Vec<Value> = records
-            .iter()
-            .filter(|r| r["rail"] == rail)
-            .cloned()
-            .collect();
-        assert_all_pairs_once(&on, 4);
-        for r in &on {
-            let dev = |rank: &Value| format!("siw_h{rank}r{rail}:1");
-            assert_eq!(r["src_device"], dev(&r["src_rank"]), "{r}");
-            assert_eq!(r["dst_device"], dev(&r["dst_rank"]), "{r}");
-        }
-    }
-    assert_eq!(records.len(), 24, "{stdout}");
+    assert_all_pairs_once_on_each_rail(&records, 4, 2, |rank, rail| {
+        format!("siw_h{rank}r{rail}:1")
+    });
     for node in summary["nodes"].as_array().unwrap() {
         let want = if node["rank"] == 2 { "FAIL" } else { "PASS" };
         assert_eq!(node["verdict"], want, "{node}\n{stdout}");
@@ -1212,13 +1206,7 @@ fn a_node_whose_rails_differ_from_most_fails_and_says_which_rail() {
         err1.contains("rank 1: not rails: mlx5_2:1 (Ethernet; the rails are InfiniBand)"),
         "{err1}"
     );
-    let line = |r: u32| {
-        stdout
-            .lines()
-            .find(|l| l.starts_with(&format!("rank {r} ")))
-            .unwrap_or_else(|| panic!("no line for rank {r}: {stdout}"))
-            .to_owned()
-    };
+    let line = |r: u32| node_line(&stdout, r);
     assert!(line(0).contains(": PASS "), "{stdout}");
     assert!(line(1).contains(": PASS "), "{stdout}");
     assert!(
@@ -1264,13 +1252,7 @@ fn every_rail_at_once_fails_only_the_slow_rail_of_the_slow_rank() {
         &[],
     );
     let stdout = stdout_of(&out, 3);
-    let line = |r: u32| {
-        stdout
-            .lines()
-            .find(|l| l.starts_with(&format!("rank {r} ")))
-            .unwrap_or_else(|| panic!("no line for rank {r}: {stdout}"))
-            .to_owned()
-    };
+    let line = |r: u32| node_line(&stdout, r);
     // The node's verdict names the rail; its rail 0 passed.
     assert!(
         line(2).contains(": FAIL 3 of 6 pairs failed")
@@ -1291,25 +1273,11 @@ fn every_rail_at_once_fails_only_the_slow_rail_of_the_slow_rank() {
         "{stdout}"
     );
     let (records, summary, metrics) = read_report(&report);
-    for rail in [0, 1] {
-        let on: Vec<Value> = records
-            .iter()
-            .filter(|r| r["rail"] == rail)
-            .cloned()
-            .collect();
-        assert_all_pairs_once(&on, 4);
-        for r in &on {
-            let device = format!("mlx5_{rail}:1");
-            assert_eq!(
-                (r["src_device"].as_str(), r["dst_device"].as_str()),
-                (Some(device.as_str()), Some(device.as_str())),
-                "{r}"
-            );
-            let slow = rail == 1 && (r["src_rank"] == 2 || r["dst_rank"] == 2);
-            assert_eq!(r["pass"], !slow, "{r}");
-        }
+    assert_all_pairs_once_on_each_rail(&records, 4, 2, |_, rail| format!("mlx5_{rail}:1"));
+    for r in &records {
+        let slow = r["rail"] == 1 && (r["src_rank"] == 2 || r["dst_rank"] == 2);
+        assert_eq!(r["pass"], !slow, "{r}");
     }
-    assert_eq!(records.len(), 24, "12 directions on each of 2 rails");
     let rails = &summary["nodes"][2]["rails"];
     assert_eq!(
         (rails[0]["status"].as_str(), rails[1]["status"].as_str()),

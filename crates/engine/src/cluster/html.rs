@@ -339,21 +339,7 @@ fn nodes(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
             .iter()
             .map(|c| format!("{} {} -> {}", c.name, c.before, c.after))
             .collect();
-        let failed_rails: Vec<String> = n
-            .rails
-            .iter()
-            .filter(|r| r.status != NodeStatus::Pass)
-            .map(|r| {
-                format!(
-                    "rail {} {}: {} {} of {}",
-                    r.rail,
-                    roster.rail_device(n.rank, r.rail),
-                    r.status.word(),
-                    r.failed,
-                    r.pairs
-                )
-            })
-            .collect();
+        let failed_rails = super::report::failed_rails(n, roster);
         let _ = writeln!(
             h,
             "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -605,7 +591,10 @@ mod tests {
         );
         assert!(p.contains(", rail 1: 40.00 Gb/s FAIL: "));
         // The node table names the failed rail.
-        assert!(p.contains("<td>rail 1 mlx5_11:1: FAIL 3 of 3</td>"), "{p}");
+        assert!(
+            p.contains("<td>rail 1 mlx5_11:1: FAIL 3 of 3 pairs failed, worst 40.00 Gb/s</td>"),
+            "{p}"
+        );
         assert!(!p.contains("http"));
     }
 

@@ -10,7 +10,8 @@ use serde::Serialize;
 
 use super::schedule::{Pattern, Rank, Schedule};
 use super::verdict::{
-    Blame, ClusterVerdict, Measurement, NodeStatus, Outcome, RailVerdict, Reason, RoundVerdict,
+    Blame, ClusterVerdict, Measurement, NodeStatus, NodeVerdict, Outcome, RailVerdict, Reason,
+    RoundVerdict,
 };
 use crate::fabric::link::CounterRise;
 use crate::fabric::prom::text::{Exposition, MetricType};
@@ -299,22 +300,35 @@ pub fn node_lines(verdict: &ClusterVerdict, roster: Roster<'_>) -> Vec<String> {
                         MAX_PEER_TEXT,
                     ));
                 }
-                // The rails that did not pass, by name.
-                for r in n.rails.iter().filter(|r| r.status != NodeStatus::Pass) {
-                    line.push_str(&format!(
-                        "; rail {} {}: {} {} of {} pairs failed",
-                        r.rail,
-                        roster.rail_device(n.rank, r.rail),
-                        r.status.word(),
-                        r.failed,
-                        r.pairs
-                    ));
-                    if let Some(w) = r.worst_bw_gbps {
-                        line.push_str(&format!(", worst {w:.2} Gb/s"));
-                    }
+                for r in failed_rails(n, roster) {
+                    line.push_str("; ");
+                    line.push_str(&r);
                 }
             }
             line
+        })
+        .collect()
+}
+
+/// The rails of `n` that did not pass, by name: `rail 1 mlx5_1:1: FAIL
+/// 3 of 3 pairs failed, worst 0.00 Gb/s`.
+pub fn failed_rails(n: &NodeVerdict, roster: Roster<'_>) -> Vec<String> {
+    n.rails
+        .iter()
+        .filter(|r| r.status != NodeStatus::Pass)
+        .map(|r| {
+            let mut t = format!(
+                "rail {} {}: {} {} of {} pairs failed",
+                r.rail,
+                roster.rail_device(n.rank, r.rail),
+                r.status.word(),
+                r.failed,
+                r.pairs
+            );
+            if let Some(w) = r.worst_bw_gbps {
+                t.push_str(&format!(", worst {w:.2} Gb/s"));
+            }
+            t
         })
         .collect()
 }
