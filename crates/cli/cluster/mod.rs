@@ -1,8 +1,9 @@
 //! `rdmaperf cluster`: one launcher job (srun, mpirun, torchrun) tests
 //! every link of N nodes. Launched once per node, each process finds its
-//! rank, binds its pair listener, joins the coordinator (rank 0), runs
-//! the rounds it is sent — `write_bw` both ways against its partner,
-//! through the session runner called as a library — and prints its line;
+//! rank, binds a pair listener per rail, joins the coordinator (rank 0),
+//! runs the rounds it is sent — `write_bw` both ways against its partner
+//! on every rail at once, through the session runner called as a
+//! library — and prints its line;
 //! rank 0 also coordinates and writes the report. The pure logic is
 //! `engine::cluster`; this module moves bytes and runs tests.
 //!
@@ -61,7 +62,7 @@ pub struct ClusterArgs {
     /// This rank's RDMA device and port (`-d`, `-i`), as the test binaries take them.
     #[command(flatten)]
     pub device: crate::args::DeviceArgs,
-    /// This node's rails: auto (every ACTIVE port of the node's main link layer, in device-name order) or DEV[:PORT],...; the pairs run on rail 0 (the first), the coordinator checks every rank's rails. `-d` names one rail.
+    /// This node's rails: auto (every ACTIVE port of the node's main link layer, in device-name order) or DEV[:PORT],...; each pair runs on every rail both ranks have at once (rail k with rail k), the coordinator checks every rank's rails. `-d` names one rail.
     #[arg(long, value_name = "auto|DEV[:PORT],...")]
     pub rails: Option<String>,
     /// This rank's GID index (default: chosen as perftest does).

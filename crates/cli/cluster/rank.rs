@@ -44,7 +44,7 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
     // Its rails first: a rail it cannot have is its usage error, before
     // it listens or joins.
     let rails = node_rails(plan)?;
-    // The pairs run on rail 0: `--rails` (or auto) names it, `-d` is it.
+    // Rail 0 is the plan's device: `--rails` (or auto) names it, `-d` is it.
     let on_rail_0;
     let plan = match (&plan.device.name, rails.first()) {
         (None, Some(rail)) => {
