@@ -287,6 +287,7 @@ fn cluster_coordinator(c: &mut Criterion) {
                         to,
                         rail: 0,
                         outcome: Outcome::Measured {
+                            msg_rate_mpps: None,
                             bw_gbps: 390.0 + f64::from((from * 7 + to) % 10),
                             lat_us: None,
                             latency: None,

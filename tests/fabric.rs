@@ -77,6 +77,7 @@ fn cluster_metrics_are_promtool_clean_whatever_the_host_names() {
                     }
                 } else {
                     Outcome::Measured {
+                        msg_rate_mpps: None,
                         bw_gbps: 90.0 + f64::from(from),
                         lat_us: Some(3.5),
                         latency: None,

@@ -455,7 +455,22 @@ fn coordinate(
     for line in report::failure_lines(&all, &judged, roster) {
         writeln!(out, "{line}").map_err(crate::stdout_write_error)?;
     }
-    writeln!(out, "{}", spread_line(&all)).map_err(crate::stdout_write_error)?;
+    let measured = all.iter().filter_map(Measurement::bw).collect();
+    writeln!(out, "{}", spread_line("bandwidth", measured)).map_err(crate::stdout_write_error)?;
+    if judged.rail_best_bw_gbps.len() > 1 {
+        // What two nodes move between them at once, every rail added up.
+        let sums = report::pair_sums(&all, &judged, roster)
+            .into_iter()
+            .filter(|s| s.rails_measured > 0)
+            .map(|s| s.bw_gbps_sum)
+            .collect();
+        writeln!(
+            out,
+            "{}",
+            spread_line("bandwidth of a node pair, its rails added up", sums)
+        )
+        .map_err(crate::stdout_write_error)?;
+    }
     writeln!(
         out,
         "cluster: {} in {took:.1} s: exit code {code}",
@@ -717,31 +732,25 @@ fn thread_cpu() -> Duration {
     })
 }
 
-/// The spread of the measured figures: `bandwidth: min 5.1 median 5.6
-/// max 5.9 Gb/s over 12 directions`.
-fn spread_line(all: &[Measurement]) -> String {
-    let mut bw: Vec<f64> = all
-        .iter()
-        .filter_map(|m| match m.outcome {
-            Outcome::Measured { bw_gbps, .. } => Some(bw_gbps),
-            _ => None,
-        })
-        .collect();
+/// The spread of figures `bw` under `label`: `bandwidth: min 5.1 median
+/// 5.6 max 5.9 Gb/s over 12 directions`.
+fn spread_line(label: &str, mut bw: Vec<f64>) -> String {
     if bw.is_empty() {
-        return "bandwidth: no direction measured".into();
+        return format!("{label}: no direction measured");
     }
     bw.sort_by(f64::total_cmp);
     let median = bw[bw.len() / 2];
     format!(
-        "bandwidth: min {:.2} median {median:.2} max {:.2} Gb/s over {} directions",
+        "{label}: min {:.2} median {median:.2} max {:.2} Gb/s over {} directions",
         bw[0],
         bw[bw.len() - 1],
         bw.len()
     )
 }
 
-/// `--report DIR`: `pairs.jsonl`, `summary.json`, `metrics.prom` and
-/// `report.html`, each renamed into place whole.
+/// `--report DIR`: `pairs.jsonl`, `summary.json`, `metrics.prom`,
+/// `report.html` and, with several rails, `pair-sums.jsonl`, each renamed
+/// into place whole.
 fn write_report(
     dir: &std::path::Path,
     all: &[Measurement],
@@ -757,12 +766,22 @@ fn write_report(
     }
     let summary = serde_json::to_string_pretty(&report::summary(judged, roster, took))? + "\n";
     let metrics = report::metrics(all, judged, roster, took).render();
-    for (name, text) in [
+    let mut files = vec![
         ("pairs.jsonl", pairs),
         ("summary.json", summary),
         ("metrics.prom", metrics),
         ("report.html", html::page(all, judged, roster, facts)),
-    ] {
+    ];
+    // With several rails: each node pair's rails added up.
+    if judged.rail_best_bw_gbps.len() > 1 {
+        let mut sums = String::new();
+        for record in report::pair_sums(all, judged, roster) {
+            sums.push_str(&serde_json::to_string(&record)?);
+            sums.push('\n');
+        }
+        files.push(("pair-sums.jsonl", sums));
+    }
+    for (name, text) in files {
         crate::write_atomically("--report", &dir.join(name), &text)
             .with_context(|| format!("writing the report's {name}"))?;
     }

@@ -151,9 +151,9 @@ fn measured(
     lat: Option<anyhow::Result<RunSummary>>,
 ) -> Outcome {
     let error = |error: String| Outcome::Error { error };
-    let bw_gbps = match bw {
+    let (bw_gbps, msg_rate_mpps) = match bw {
         Ok(summary) => match summary.sizes.last().map(|s| &s.figures) {
-            Some(Figures::Bw(bw)) => bw.bw_avg_gbps,
+            Some(Figures::Bw(bw)) => (bw.bw_avg_gbps, bw.msg_rate_mpps),
             _ => return error("write_bw ended without a figure".into()),
         },
         Err(e) => return error(format!("{e:#}")),
@@ -169,6 +169,7 @@ fn measured(
     let latency = latency.as_ref().map(PairLatency::of);
     Outcome::Measured {
         bw_gbps,
+        msg_rate_mpps: Some(msg_rate_mpps),
         lat_us: latency.map(|l| l.at(judged(test))),
         latency,
     }
@@ -227,6 +228,8 @@ fn simulated(test: &PairTest, me: Rank, partner: Rank, is_slow: bool) -> Outcome
     });
     Outcome::Measured {
         bw_gbps: gbps,
+        // Messages of `-s` bytes at that rate.
+        msg_rate_mpps: Some(gbps * 1e9 / 8.0 / test.size as f64 / 1e6),
         lat_us: latency.map(|l| l.at(judged(test))),
         latency,
     }

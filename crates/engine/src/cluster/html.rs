@@ -103,7 +103,12 @@ fn reference(verdict: &ClusterVerdict, rail: u32, floor: Option<f64>) -> f64 {
 
 /// How many rails the run measured.
 fn rail_count(measurements: &[Measurement]) -> u32 {
-    measurements.iter().map(|m| m.rail).max().unwrap_or(0) + 1
+    measurements
+        .iter()
+        .map(Measurement::judged_rail)
+        .max()
+        .unwrap_or(0)
+        + 1
 }
 
 /// One cell's class, fill and title.
@@ -138,7 +143,7 @@ fn cell(
             let class = if d.pass { "passed" } else { "failed" };
             (
                 class,
-                colour(*bw_gbps, reference(verdict, m.rail, d.min_bw_gbps)),
+                colour(*bw_gbps, reference(verdict, m.judged_rail(), d.min_bw_gbps)),
                 format!(
                     "{who}: {bw_gbps:.2} Gb/s{lat} {}{why}",
                     if d.pass { "PASS" } else { "FAIL" }
@@ -226,7 +231,7 @@ fn matrix(
     let on_rail = measurements
         .iter()
         .zip(&verdict.directions)
-        .filter(|(m, _)| m.rail == rail);
+        .filter(|(m, _)| m.judged_rail() == rail);
     for (m, d) in on_rail {
         let (class, fill, title) = cell(m, d, verdict, roster);
         let _ = writeln!(
@@ -499,6 +504,7 @@ mod tests {
                         to,
                         rail: 0,
                         outcome: Outcome::Measured {
+                            msg_rate_mpps: None,
                             bw_gbps: if from == slow || to == slow {
                                 40.0
                             } else {

@@ -669,6 +669,7 @@ mod tests {
             to,
             rail: 0,
             outcome: Outcome::Measured {
+                msg_rate_mpps: None,
                 bw_gbps: gbps,
                 lat_us: None,
                 latency: None,
@@ -861,6 +862,7 @@ mod tests {
                                 to,
                                 rail: 0,
                                 outcome: Outcome::Measured {
+                                    msg_rate_mpps: None,
                                     bw_gbps: bw(from, to),
                                     lat_us: None,
                                     latency: None,

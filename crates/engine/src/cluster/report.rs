@@ -168,6 +168,71 @@ pub fn pair_records<'a>(
         .collect()
 }
 
+/// One line of `pair-sums.jsonl` (with more than one rail): one direction
+/// of one node pair, its rails' bandwidths added up — what the two nodes
+/// move between them at once.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PairSum {
+    /// The round.
+    pub round: u32,
+    /// The sending rank.
+    pub src_rank: Rank,
+    /// Its host.
+    pub src_host: String,
+    /// The receiving rank.
+    pub dst_rank: Rank,
+    /// Its host.
+    pub dst_host: String,
+    /// Rails it ran on.
+    pub rails: usize,
+    /// Of those, how many measured a figure.
+    pub rails_measured: usize,
+    /// The measured rails' bandwidths added up, Gb/s.
+    pub bw_gbps_sum: f64,
+    /// The slowest measured rail, Gb/s.
+    pub worst_rail_gbps: Option<f64>,
+    /// Whether every rail's direction passed.
+    pub pass: bool,
+}
+
+/// The records of `pair-sums.jsonl`: per direction of each node pair in
+/// each round, its rails added up, in the order they were first measured.
+pub fn pair_sums(
+    measurements: &[Measurement],
+    verdict: &ClusterVerdict,
+    roster: Roster<'_>,
+) -> Vec<PairSum> {
+    let mut at: std::collections::HashMap<(u32, Rank, Rank), usize> =
+        std::collections::HashMap::new();
+    let mut out: Vec<PairSum> = Vec::new();
+    for (m, d) in measurements.iter().zip(&verdict.directions) {
+        let i = *at.entry((m.round, m.from, m.to)).or_insert_with(|| {
+            out.push(PairSum {
+                round: m.round,
+                src_rank: m.from,
+                src_host: roster.host(m.from),
+                dst_rank: m.to,
+                dst_host: roster.host(m.to),
+                rails: 0,
+                rails_measured: 0,
+                bw_gbps_sum: 0.0,
+                worst_rail_gbps: None,
+                pass: true,
+            });
+            out.len() - 1
+        });
+        let s = &mut out[i];
+        s.rails += 1;
+        s.pass &= d.pass;
+        if let Some(bw) = m.bw() {
+            s.rails_measured += 1;
+            s.bw_gbps_sum += bw;
+            s.worst_rail_gbps = Some(s.worst_rail_gbps.map_or(bw, |w| w.min(bw)));
+        }
+    }
+    out
+}
+
 /// A node in `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeRecord<'a> {
@@ -496,6 +561,7 @@ mod tests {
                         Outcome::PeerMissing
                     } else {
                         Outcome::Measured {
+                            msg_rate_mpps: None,
                             bw_gbps: if from == 2 || to == 2 { 50.0 } else { 100.0 },
                             lat_us: Some(2.0),
                             latency: None,

@@ -30,6 +30,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::rails::MAX_RAILS;
 use super::schedule::Rank;
 use crate::fabric::link::CounterRise;
 use crate::results::lat::{LatStats, Percentile};
@@ -84,6 +85,10 @@ pub enum Outcome {
     Measured {
         /// Bandwidth, Gb/s.
         bw_gbps: f64,
+        /// Message rate, millions of messages a second (`write_bw`'s
+        /// MsgRate), when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        msg_rate_mpps: Option<f64>,
         /// Latency (the percentile judged), µs, when measured.
         lat_us: Option<f64>,
         /// The latency's percentiles, when measured (`--latency`).
@@ -202,6 +207,14 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// The rail it is judged and drawn on: its rail, at most the last of
+    /// [`MAX_RAILS`] (the coordinator keeps only the rails both ranks
+    /// have; a larger number from elsewhere cannot make the verdicts loop
+    /// or allocate beyond that).
+    pub fn judged_rail(&self) -> u32 {
+        self.rail.min(MAX_RAILS as u32 - 1)
+    }
+
     /// Its bandwidth, Gb/s, when measured.
     pub fn bw(&self) -> Option<f64> {
         match self.outcome {
@@ -474,7 +487,12 @@ pub fn judge_with(
     th: &Thresholds,
     facts: &[NodeFacts],
 ) -> ClusterVerdict {
-    let rails = measurements.iter().map(|m| m.rail).max().unwrap_or(0) + 1;
+    let rails = measurements
+        .iter()
+        .map(Measurement::judged_rail)
+        .max()
+        .unwrap_or(0)
+        + 1;
     if rails == 1 {
         return judge_rail(size, missing, measurements, th, facts, 0);
     }
@@ -497,7 +515,7 @@ pub fn judge_with(
         let (at, on_rail): (Vec<usize>, Vec<Measurement>) = measurements
             .iter()
             .enumerate()
-            .filter(|(_, m)| m.rail == rail)
+            .filter(|(_, m)| m.judged_rail() == rail)
             .map(|(i, m)| (i, m.clone()))
             .unzip();
         let v = judge_rail(size, missing, &on_rail, th, &figures_only, rail);
@@ -881,6 +899,7 @@ mod tests {
             to,
             rail: 0,
             outcome: Outcome::Measured {
+                msg_rate_mpps: None,
                 bw_gbps: gbps,
                 lat_us: None,
                 latency: None,
@@ -1176,6 +1195,16 @@ mod tests {
     }
 
     #[test]
+    fn a_rail_number_beyond_the_cap_is_judged_on_the_last_rail_not_looped_to() {
+        let mut ms = on_rails(&[100.0], 0, &[]);
+        ms[0].rail = u32::MAX;
+        let v = judge(4, &[], &ms, &Thresholds::default());
+        assert_eq!(v.directions.len(), ms.len());
+        assert_eq!(v.rail_best_bw_gbps.len(), MAX_RAILS);
+        assert!(v.pass());
+    }
+
+    #[test]
     fn port_errors_fail_a_node_on_many_rails_but_name_no_rail() {
         let ms = on_rails(&[100.0, 100.0], 0, &[]);
         let mut facts = vec![NodeFacts::default(); 4];
@@ -1312,6 +1341,7 @@ mod tests {
             to,
             rail: 0,
             outcome: Outcome::Measured {
+                msg_rate_mpps: None,
                 bw_gbps: 100.0,
                 lat_us: Some(us),
                 latency: None,
@@ -1472,6 +1502,7 @@ mod tests {
             outcome,
         };
         let bw = |v: f64| Outcome::Measured {
+            msg_rate_mpps: None,
             bw_gbps: v,
             lat_us: None,
             latency: None,

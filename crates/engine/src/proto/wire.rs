@@ -1023,6 +1023,7 @@ mod tests {
                         to: 0,
                         rail: 0,
                         outcome: Outcome::Measured {
+                            msg_rate_mpps: None,
                             bw_gbps: 391.5,
                             lat_us: Some(2.25),
                             latency: Some(PairLatency {
