@@ -741,9 +741,10 @@ fn spread_line(label: &str, mut bw: Vec<f64>) -> String {
     bw.sort_by(f64::total_cmp);
     let median = bw[bw.len() / 2];
     format!(
-        "{label}: min {:.2} median {median:.2} max {:.2} Gb/s over {} directions",
-        bw[0],
-        bw[bw.len() - 1],
+        "{label}: min {} median {} max {} Gb/s over {} directions",
+        verdict::gbps(bw[0]),
+        verdict::gbps(median),
+        verdict::gbps(bw[bw.len() - 1]),
         bw.len()
     )
 }

@@ -102,7 +102,7 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
             node.pairs
         );
         if let Some(w) = node.worst_bw_gbps {
-            line.push_str(&format!(", worst {w:.2} Gb/s"));
+            line.push_str(&format!(", worst {} Gb/s", verdict::gbps(w)));
         }
         writeln!(out, "{line}").map_err(crate::stdout_write_error)?;
     }
@@ -111,8 +111,8 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
             Outcome::Measured {
                 bw_gbps, lat_us, ..
             } => match lat_us {
-                Some(l) => format!("{bw_gbps:.2} Gb/s, {l:.2} us"),
-                None => format!("{bw_gbps:.2} Gb/s"),
+                Some(l) => format!("{} Gb/s, {l:.2} us", verdict::gbps(*bw_gbps)),
+                None => format!("{} Gb/s", verdict::gbps(*bw_gbps)),
             },
             Outcome::Error { error } => format!("error: {error}"),
             Outcome::PeerMissing => "not measured".into(),

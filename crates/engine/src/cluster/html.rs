@@ -145,7 +145,8 @@ fn cell(
                 class,
                 colour(*bw_gbps, reference(verdict, m.judged_rail(), d.min_bw_gbps)),
                 format!(
-                    "{who}: {bw_gbps:.2} Gb/s{lat} {}{why}",
+                    "{who}: {} Gb/s{lat} {}{why}",
+                    super::verdict::gbps(*bw_gbps),
                     if d.pass { "PASS" } else { "FAIL" }
                 ),
             )
@@ -355,7 +356,7 @@ fn nodes(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
             n.status.word(),
             n.failed,
             n.pairs,
-            n.worst_bw_gbps.map_or("-".into(), |w| format!("{w:.2}")),
+            n.worst_bw_gbps.map_or("-".into(), super::verdict::gbps),
             escape(&rose.join(", ")),
             escape(&n.rail_findings.join("; ")),
             escape(&failed_rails.join("; ")),

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::schedule::{Pattern, Rank, Schedule};
 use super::verdict::{
     Blame, ClusterVerdict, Measurement, NodeStatus, NodeVerdict, Outcome, RailVerdict, Reason,
-    RoundVerdict,
+    RoundVerdict, gbps,
 };
 use crate::fabric::link::CounterRise;
 use crate::fabric::prom::text::{Exposition, MetricType};
@@ -343,7 +343,7 @@ pub fn node_lines(verdict: &ClusterVerdict, roster: Roster<'_>) -> Vec<String> {
                     line.push_str(" (with a failing node)");
                 }
                 if let Some(w) = n.worst_bw_gbps {
-                    line.push_str(&format!(", worst {w:.2} Gb/s"));
+                    line.push_str(&format!(", worst {} Gb/s", gbps(w)));
                 }
                 if n.peer_missing > 0 {
                     line.push_str(&format!(", {} with a peer missing", n.peer_missing));
@@ -391,7 +391,7 @@ pub fn failed_rails(n: &NodeVerdict, roster: Roster<'_>) -> Vec<String> {
                 r.pairs
             );
             if let Some(w) = r.worst_bw_gbps {
-                t.push_str(&format!(", worst {w:.2} Gb/s"));
+                t.push_str(&format!(", worst {} Gb/s", gbps(w)));
             }
             t
         })

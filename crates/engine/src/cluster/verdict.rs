@@ -289,13 +289,17 @@ impl Reason {
         match self {
             Self::Error { error } => format!("error: {error}"),
             Self::BelowRate { measured, min } => {
-                format!("{measured:.2} Gb/s < {min:.2} Gb/s expected")
+                format!("{} Gb/s < {} Gb/s expected", gbps(*measured), gbps(*min))
             }
             Self::BelowBest {
                 measured,
                 best,
                 fraction,
-            } => format!("{measured:.2} Gb/s < {fraction} × best {best:.2} Gb/s"),
+            } => format!(
+                "{} Gb/s < {fraction} × best {} Gb/s",
+                gbps(*measured),
+                gbps(*best)
+            ),
             Self::AboveLatency { measured, max } => {
                 format!("{measured:.2} us > {max:.2} us allowed")
             }
@@ -306,6 +310,18 @@ impl Reason {
             } => format!("{measured:.2} us > {factor} × minimum {min:.2} us"),
         }
     }
+}
+
+/// A bandwidth for a person, Gb/s: two decimals (`40.00`), or three
+/// significant digits below 0.01 (`0.000260`: a soft device's figures
+/// under emulation, or a link throttled to almost nothing), never a bare
+/// `0.00` for a figure that is not zero.
+pub fn gbps(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || v.abs() >= 0.01 {
+        return format!("{v:.2}");
+    }
+    let decimals = (2 - v.abs().log10().floor() as i32).clamp(2, 12) as usize;
+    format!("{v:.decimals$}")
 }
 
 /// Whose fault a failed direction is.
@@ -1202,6 +1218,20 @@ mod tests {
         assert_eq!(v.directions.len(), ms.len());
         assert_eq!(v.rail_best_bw_gbps.len(), MAX_RAILS);
         assert!(v.pass());
+    }
+
+    #[test]
+    fn small_figures_keep_three_significant_digits_never_a_bare_zero() {
+        assert_eq!(gbps(40.0), "40.00");
+        assert_eq!(gbps(0.12), "0.12");
+        assert_eq!(gbps(0.00026), "0.000260");
+        assert_eq!(gbps(0.001), "0.00100");
+        assert_eq!(gbps(0.0), "0.00");
+        let r = Reason::BelowRate {
+            measured: 0.000256,
+            min: 0.001,
+        };
+        assert_eq!(r.line(), "0.000256 Gb/s < 0.00100 Gb/s expected");
     }
 
     #[test]
