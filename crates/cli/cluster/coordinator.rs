@@ -457,10 +457,16 @@ fn coordinate(
     }
     let measured = all.iter().filter_map(Measurement::bw).collect();
     writeln!(out, "{}", spread_line("bandwidth", measured)).map_err(crate::stdout_write_error)?;
-    if judged.rail_best_bw_gbps.len() > 1 {
-        // What two nodes move between them at once, every rail added up.
-        let sums = report::pair_sums(&all, &judged, roster)
-            .into_iter()
+    // With several rails: what two nodes move between them at once, every
+    // rail added up (on stdout and in the report).
+    let pair_sums = if judged.rail_count() > 1 {
+        report::pair_sums(&all, &judged, roster)
+    } else {
+        Vec::new()
+    };
+    if !pair_sums.is_empty() {
+        let sums = pair_sums
+            .iter()
             .filter(|s| s.rails_measured > 0)
             .map(|s| s.bw_gbps_sum)
             .collect();
@@ -485,6 +491,7 @@ fn coordinate(
             dir,
             &all,
             &judged,
+            &pair_sums,
             roster,
             html::PageFacts {
                 plan: &plan_text,
@@ -750,12 +757,13 @@ fn spread_line(label: &str, mut bw: Vec<f64>) -> String {
 }
 
 /// `--report DIR`: `pairs.jsonl`, `summary.json`, `metrics.prom`,
-/// `report.html` and, with several rails, `pair-sums.jsonl`, each renamed
-/// into place whole.
+/// `report.html` and, with several rails, `pair-sums.jsonl` (`pair_sums`),
+/// each renamed into place whole.
 fn write_report(
     dir: &std::path::Path,
     all: &[Measurement],
     judged: &verdict::ClusterVerdict,
+    pair_sums: &[report::PairSum],
     roster: Roster<'_>,
     facts: html::PageFacts<'_>,
 ) -> anyhow::Result<()> {
@@ -774,10 +782,10 @@ fn write_report(
         ("report.html", html::page(all, judged, roster, facts)),
     ];
     // With several rails: each node pair's rails added up.
-    if judged.rail_best_bw_gbps.len() > 1 {
+    if !pair_sums.is_empty() {
         let mut sums = String::new();
-        for record in report::pair_sums(all, judged, roster) {
-            sums.push_str(&serde_json::to_string(&record)?);
+        for record in pair_sums {
+            sums.push_str(&serde_json::to_string(record)?);
             sums.push('\n');
         }
         files.push(("pair-sums.jsonl", sums));

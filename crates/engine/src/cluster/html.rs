@@ -101,16 +101,6 @@ fn reference(verdict: &ClusterVerdict, rail: u32, floor: Option<f64>) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// How many rails the run measured.
-fn rail_count(measurements: &[Measurement]) -> u32 {
-    measurements
-        .iter()
-        .map(Measurement::judged_rail)
-        .max()
-        .unwrap_or(0)
-        + 1
-}
-
 /// One cell's class, fill and title.
 fn cell(
     m: &Measurement,
@@ -164,7 +154,7 @@ fn matrices(
     verdict: &ClusterVerdict,
     roster: Roster<'_>,
 ) {
-    let rails = rail_count(measurements);
+    let rails = verdict.rail_count();
     let _ = write!(
         h,
         "<h2>Bandwidth per direction{}</h2>\n<p class=\"legend\">row: sender, column: receiver; \

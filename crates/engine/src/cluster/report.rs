@@ -405,7 +405,7 @@ pub fn failure_lines(
     verdict: &ClusterVerdict,
     roster: Roster<'_>,
 ) -> Vec<String> {
-    let several_rails = verdict.rail_best_bw_gbps.len() > 1;
+    let several_rails = verdict.rail_count() > 1;
     measurements
         .iter()
         .zip(&verdict.directions)

@@ -457,6 +457,11 @@ pub struct ClusterVerdict {
 }
 
 impl ClusterVerdict {
+    /// How many rails the run was judged on (1 with one rail).
+    pub fn rail_count(&self) -> u32 {
+        self.rail_best_bw_gbps.len().max(1) as u32
+    }
+
     /// Whether every node passed and none is missing.
     pub fn pass(&self) -> bool {
         self.nodes.iter().all(|n| n.status == NodeStatus::Pass)
