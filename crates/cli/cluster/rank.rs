@@ -44,33 +44,14 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
     // Its rails first: a rail it cannot have is its usage error, before
     // it listens or joins.
     let rails = node_rails(plan)?;
-    // Rail 0 is the plan's device: `--rails` (or auto) names it, `-d` is it.
-    let on_rail_0;
-    let plan = match (&plan.device.name, rails.first()) {
-        (None, Some(rail)) => {
-            on_rail_0 = ClusterPlan {
-                device: DeviceSelection {
-                    name: Some(rail.device.clone()),
-                    port: Some(rail.port),
-                    gid_index: plan.device.gid_index,
-                },
-                ..plan.clone()
-            };
-            &on_rail_0
-        }
-        _ => plan,
-    };
-    // A pair listener and a device per rail (one rail: the plan's device).
-    let devices: Vec<DeviceSelection> = if rails.len() < 2 || plan.device.name.is_none() {
+    // A pair listener and a device per rail: `-d` is the one rail as the
+    // flags name it; without rails (`--simulate`), the plan's device.
+    let devices: Vec<DeviceSelection> = if plan.device.name.is_some() || rails.is_empty() {
         vec![plan.device.clone()]
     } else {
         rails
             .iter()
-            .map(|r| DeviceSelection {
-                name: Some(r.device.clone()),
-                port: Some(r.port),
-                gid_index: plan.device.gid_index,
-            })
+            .map(|r| rail_device(r, plan.device.gid_index))
             .collect()
     };
     let sides = devices
@@ -156,7 +137,7 @@ fn take_part(
         true,
     )
     .context("joining rank 0 (--rendezvous-timeout)")?;
-    // Rail 0 first (`run` made it the plan's device).
+    // Rail 0 first.
     let named = |d: &DeviceSelection| match &d.name {
         Some(n) => format!("{n}:{}", d.port.unwrap_or(1)),
         None => "simulated".into(),
@@ -165,7 +146,7 @@ fn take_part(
     // counters before the first round; every report says which rose since.
     let ports: Vec<PortWatch> = sides
         .iter()
-        .filter_map(|s| PortWatch::new(plan, &named(&s.device)))
+        .filter_map(|s| PortWatch::new(plan, &s.device))
         .collect();
     let identity = Identity {
         rank: me,
@@ -268,11 +249,7 @@ fn every_rail(
     let shared = (sides.len() as u32).min(partner.rail_count()).max(1);
     let on_rail = |k: u32| {
         let side = &sides[k as usize];
-        if !test.simulate
-            && let Some(dev) = &side.device.name
-        {
-            crate::placement::bind_to_nic_node(&plan.sysfs_root, dev);
-        }
+        bind_to_rail_node(plan, &side.device);
         both_ways(plan, test, side, (round, k), p, partner, serve_first)
     };
     if shared == 1 {
@@ -364,10 +341,10 @@ struct PortWatch {
 }
 
 impl PortWatch {
-    /// `device` is `DEV:PORT` (none for `--simulate` without `-d`).
-    fn new(plan: &ClusterPlan, device: &str) -> Option<Self> {
-        let (name, port) = device.rsplit_once(':')?;
-        let port: u8 = port.parse().ok()?;
+    /// `device`'s port (none for `--simulate` without a device).
+    fn new(plan: &ClusterPlan, device: &DeviceSelection) -> Option<Self> {
+        let name = device.name.as_deref()?;
+        let port = device.port.unwrap_or(1);
         let root = plan.sysfs_root.clone();
         let rate_gbps = match crate::sysfs::read_rate(&root, name, port) {
             Ok(r) => Some(r.gbps),
@@ -400,6 +377,24 @@ impl PortWatch {
             }
         }
         r
+    }
+}
+
+/// The device selection that tests on `rail` (its device and port; the
+/// GID index `-x` gives, or perftest's choice).
+pub(super) fn rail_device(rail: &Rail, gid_index: Option<u32>) -> DeviceSelection {
+    DeviceSelection {
+        name: Some(rail.device.clone()),
+        port: Some(rail.port),
+        gid_index,
+    }
+}
+
+/// Binds the calling thread to the NUMA node of `device`'s NIC before it
+/// opens the device and registers its memory (not under `--simulate`).
+pub(super) fn bind_to_rail_node(plan: &ClusterPlan, device: &DeviceSelection) {
+    if let (false, Some(name)) = (plan.test.simulate, &device.name) {
+        crate::placement::bind_to_nic_node(&plan.sysfs_root, name);
     }
 }
 

@@ -19,10 +19,9 @@ use engine::cluster::verdict::{self, Measurement, NodeFacts, Outcome};
 
 use super::ClusterPlan;
 use super::pair;
-use super::rank::node_rails;
+use super::rank::{bind_to_rail_node, node_rails, rail_device};
 use crate::UsageError;
 use crate::oob::Listener;
-use crate::options::DeviceSelection;
 
 /// Runs the self-test on this node's rails; the exit code (0 pass, 3 a
 /// FAIL verdict).
@@ -144,11 +143,7 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
 /// Data from rail `from` to rail `to`: `to` serves on a loopback
 /// listener, `from` drives the test against it.
 fn direction(plan: &ClusterPlan, rails: &[Rail], from: Rank, to: Rank, round: u32) -> Measurement {
-    let device = |r: Rank| DeviceSelection {
-        name: Some(rails[r as usize].device.clone()),
-        port: Some(rails[r as usize].port),
-        gid_index: plan.device.gid_index,
-    };
+    let device = |r: Rank| rail_device(&rails[r as usize], plan.device.gid_index);
     let listener = match Listener::bind("127.0.0.1", 0) {
         Ok(l) => l,
         Err(e) => {
@@ -165,17 +160,12 @@ fn direction(plan: &ClusterPlan, rails: &[Rail], from: Rank, to: Rank, round: u3
     };
     let (server_device, client_device) = (device(to), device(from));
     // Each side on its own NIC's NUMA node, as between nodes.
-    let bind = |d: &DeviceSelection| {
-        if let (false, Some(name)) = (plan.test.simulate, &d.name) {
-            crate::placement::bind_to_nic_node(&plan.sysfs_root, name);
-        }
-    };
     thread::scope(|s| {
         let server = s.spawn(|| {
-            bind(&server_device);
+            bind_to_rail_node(plan, &server_device);
             pair::serve(&plan.test, &server_device, &listener)
         });
-        bind(&client_device);
+        bind_to_rail_node(plan, &client_device);
         let m = pair::send_to(
             &plan.test,
             &client_device,
