@@ -140,14 +140,43 @@ pub fn apply(
 
 /// Binds the calling thread (and the threads it starts later) to the CPUs
 /// of `dev`'s NUMA node, unless the process was already restricted; the
-/// banner line that says where it runs (`None`: nothing known). Called
-/// first in a thread, the memory that thread registers is first touched
-/// on that node: cluster mode's thread per rail runs each rail on its
-/// own NIC's node this way.
+/// banner line that says where it runs (`None`: nothing known). For a
+/// process that binds once, at its start (the perftest binaries).
 pub fn bind_to_nic_node(sysfs_root: &Path, dev: &str) -> Option<String> {
     if restricted(sysfs_root) {
         return Some(" NUMA node       : not bound (the process was already restricted)".into());
     }
+    bind_to_node_of(sysfs_root, dev)
+}
+
+/// Binding thread after thread to its NIC's NUMA node (cluster mode's
+/// thread per rail, the self-test's sides). Whether the process was
+/// restricted (taskset, numactl) is asked once, when this is made —
+/// before anything is bound: asked again, a thread this process bound to
+/// one rail's node would look restricted and stay there for the next.
+#[derive(Debug, Clone)]
+pub struct NicNodeBinding {
+    sysfs_root: std::path::PathBuf,
+}
+
+impl NicNodeBinding {
+    /// The binding, unless the process is already restricted.
+    pub fn unless_restricted(sysfs_root: &Path) -> Option<Self> {
+        (!restricted(sysfs_root)).then(|| Self {
+            sysfs_root: sysfs_root.to_path_buf(),
+        })
+    }
+
+    /// Binds the calling thread to `dev`'s node. Called first in a
+    /// thread, the memory that thread registers is first touched on that
+    /// node.
+    pub fn bind(&self, dev: &str) -> Option<String> {
+        bind_to_node_of(&self.sysfs_root, dev)
+    }
+}
+
+/// Binds the calling thread to the CPUs of `dev`'s NUMA node.
+fn bind_to_node_of(sysfs_root: &Path, dev: &str) -> Option<String> {
     let n = nic_node(sysfs_root, dev)?;
     let cpus = node_cpus(sysfs_root, n)?;
     // sched_setaffinity(0) binds the calling thread only.
@@ -212,6 +241,50 @@ mod tests {
         std::fs::write(dev.join("numa_node"), "-1\n").unwrap();
         assert_eq!(nic_node(&root, "mlx5_0"), None);
         assert_eq!(nic_node(&root, "nonesuch"), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A fixture of two NUMA nodes of one CPU each (CPUs 0 and 1 online),
+    /// `nic0` on node 0 and `nic1` on node 1.
+    fn two_nodes(name: &str) -> std::path::PathBuf {
+        let root = std::env::temp_dir().join(format!("rdmaperf-{name}-{}", std::process::id()));
+        for n in 0..2 {
+            let dev = root.join(format!("class/infiniband/nic{n}/device"));
+            std::fs::create_dir_all(&dev).unwrap();
+            std::fs::write(dev.join("numa_node"), format!("{n}\n")).unwrap();
+            let node = root.join(format!("devices/system/node/node{n}"));
+            std::fs::create_dir_all(&node).unwrap();
+            std::fs::write(node.join("cpulist"), format!("{n}\n")).unwrap();
+        }
+        let cpu = root.join("devices/system/cpu");
+        std::fs::create_dir_all(&cpu).unwrap();
+        std::fs::write(cpu.join("online"), "0-1\n").unwrap();
+        root
+    }
+
+    fn my_cpus() -> Vec<usize> {
+        let mine = sched_getaffinity(Pid::from_raw(0)).unwrap();
+        (0..CpuSet::count())
+            .filter(|&c| mine.is_set(c).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_thread_bound_to_one_rails_node_moves_to_the_next_rails_node() {
+        // Cluster mode's self-test and a rank with one shared rail bind
+        // the same thread to one rail's node after another.
+        let root = two_nodes("rebind");
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let binding = NicNodeBinding::unless_restricted(&root).unwrap();
+                binding.bind("nic0");
+                assert_eq!(my_cpus(), [0]);
+                binding.bind("nic1");
+                assert_eq!(my_cpus(), [1], "still on nic0's node");
+                // Made now, in a thread this process bound: restricted.
+                assert!(NicNodeBinding::unless_restricted(&root).is_none());
+            });
+        });
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

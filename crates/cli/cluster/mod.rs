@@ -187,6 +187,11 @@ pub struct ClusterPlan {
     pub pair_address: Option<String>,
     /// Where this rank reads its port's rate and error counters.
     pub sysfs_root: PathBuf,
+    /// Each rail's thread bound to its NIC's NUMA node: none under
+    /// `--simulate` or when the process started restricted (taskset,
+    /// numactl), as perftest leaves it; decided once, here, before
+    /// anything is bound.
+    pub numa: Option<crate::placement::NicNodeBinding>,
     /// `--rendezvous-timeout`.
     pub rendezvous_timeout: Duration,
     /// `--simulate-slow`.
@@ -376,6 +381,11 @@ impl ClusterArgs {
             rails,
             pair_address: self.pair_address.clone(),
             sysfs_root: self.sysfs_root.clone(),
+            numa: if self.simulate {
+                None
+            } else {
+                crate::placement::NicNodeBinding::unless_restricted(&self.sysfs_root)
+            },
             rendezvous_timeout: self.rendezvous_timeout,
             simulate_slow: self.simulate_slow.clone(),
             print_line: true,

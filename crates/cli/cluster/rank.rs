@@ -236,7 +236,7 @@ fn take_part(
 /// Every rail this rank and `partner` both have, at once: rail k with
 /// the partner's rail k, each in its own thread bound to its NIC's NUMA
 /// node (so the memory it registers is on that node), each with its own
-/// QPs; one rail runs in this thread.
+/// QPs; a single shared rail runs in this thread.
 fn every_rail(
     plan: &ClusterPlan,
     test: &PairTest,
@@ -391,10 +391,11 @@ pub(super) fn rail_device(rail: &Rail, gid_index: Option<u32>) -> DeviceSelectio
 }
 
 /// Binds the calling thread to the NUMA node of `device`'s NIC before it
-/// opens the device and registers its memory (not under `--simulate`).
+/// opens the device and registers its memory (not under `--simulate`,
+/// nor when the process was started restricted: [`ClusterPlan::numa`]).
 pub(super) fn bind_to_rail_node(plan: &ClusterPlan, device: &DeviceSelection) {
-    if let (false, Some(name)) = (plan.test.simulate, &device.name) {
-        crate::placement::bind_to_nic_node(&plan.sysfs_root, name);
+    if let (Some(numa), Some(name)) = (&plan.numa, &device.name) {
+        numa.bind(name);
     }
 }
 
