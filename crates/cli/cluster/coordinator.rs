@@ -303,12 +303,12 @@ fn coordinate(
             schedule.rounds.len()
         ),
     };
-    let most_rails = members
+    // Per rank, the rails it tests on (a pair runs on the rails both have).
+    let rail_counts: Vec<u32> = members
         .iter()
-        .flatten()
-        .map(Identity::rail_count)
-        .max()
-        .unwrap_or(1);
+        .map(|m| m.as_ref().map_or(1, Identity::rail_count))
+        .collect();
+    let most_rails = rail_counts.iter().copied().max().unwrap_or(1);
     let plan_text = if most_rails > 1 {
         format!(
             "{plan_text}; each pair on the rails both ranks have (up to {most_rails}), all at once"
@@ -322,11 +322,6 @@ fn coordinate(
     let mut round_times: Vec<Duration> = Vec::new();
     let mut unmeasured = 0usize;
     let cpu_at_start = thread_cpu();
-    // Per rank, the rails it tests on (a pair runs on the rails both have).
-    let rail_counts: Vec<u32> = members
-        .iter()
-        .map(|m| m.as_ref().map_or(1, Identity::rail_count))
-        .collect();
     // Per rank: the error counters of its port that rose (its last report's).
     let mut port_errors: Vec<Vec<CounterRise>> = vec![Vec::new(); size as usize];
     let mut run_rounds = |rounds: &[Round],

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use engine::cluster::pair_test::PairTest;
 use engine::cluster::rails::{self, Rail, RailSelection, RailSpec};
-use engine::cluster::rendezvous::Identity;
+use engine::cluster::rendezvous::{self, Identity};
 use engine::cluster::schedule::Rank;
 use engine::cluster::verdict::{EXIT_RANKS_MISSING, Measurement};
 use engine::fabric::link::{CounterRise, CounterSnapshot, rises};
@@ -246,7 +246,7 @@ fn every_rail(
     partner: &Identity,
     serve_first: bool,
 ) -> Vec<Measurement> {
-    let shared = (sides.len() as u32).min(partner.rail_count()).max(1);
+    let shared = rendezvous::shared_rails(sides.len() as u32, partner.rail_count());
     let on_rail = |k: u32| {
         let side = &sides[k as usize];
         bind_to_rail_node(plan, &side.device);

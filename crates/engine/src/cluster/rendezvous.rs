@@ -69,6 +69,12 @@ impl Identity {
     }
 }
 
+/// How many rails a pair of ranks with `a` and `b` rails runs on: the
+/// rails both have, rail k with rail k (rail 0 at least).
+pub fn shared_rails(a: u32, b: u32) -> u32 {
+    a.min(b).max(1)
+}
+
 /// Why the coordinator turned an arriving rank away.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum JoinError {
@@ -373,7 +379,7 @@ impl RoundTracker {
     /// How many rails `a` and `b` share.
     fn shared_rails(&self, a: Rank, b: Rank) -> u32 {
         let of = |r: Rank| self.rails.get(r as usize).copied().unwrap_or(1);
-        of(a).min(of(b)).max(1)
+        shared_rails(of(a), of(b))
     }
 
     fn is_alive(&self, r: Rank) -> bool {
