@@ -309,13 +309,14 @@ fn worst(
         let (m, d) = (&measurements[i], &verdict.directions[i]);
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>rank {} {}</td><td>rank {} {}</td><td>{bw:.2}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>rank {} {}</td><td>rank {} {}</td><td>{}</td><td>{}</td></tr>",
             m.round,
             m.rail,
             m.from,
             escape(&roster.host(m.from)),
             m.to,
             escape(&roster.host(m.to)),
+            super::verdict::gbps(bw),
             if d.pass { "PASS" } else { "FAIL" }
         );
     }
@@ -518,6 +519,29 @@ mod tests {
             test: "write_bw -s 1048576 -D 2",
             duration_s: 12.5,
         }
+    }
+
+    #[test]
+    fn the_slowest_directions_table_keeps_a_small_figures_digits() {
+        // Above the matrix's limit: the page lists the slowest directions.
+        let n = MATRIX_MAX_RANKS as u32 + 1;
+        let (mut all, _) = run(n, n);
+        if let Outcome::Measured { bw_gbps, .. } = &mut all[0].outcome {
+            *bw_gbps = 0.00026;
+        }
+        let v = judge(n, &[], &all, &Thresholds::default());
+        let roster = Roster {
+            rails: &[],
+            hosts: &[],
+            devices: &[],
+        };
+        let p = page(&all, &v, roster, facts());
+        let worst = &p[p.find("<table id=\"worst\">").unwrap()..];
+        let first_row = worst.lines().nth(2).unwrap();
+        assert!(
+            first_row.contains("<td>0.000260</td><td>FAIL</td>"),
+            "{first_row}"
+        );
     }
 
     #[test]
