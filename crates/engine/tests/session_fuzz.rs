@@ -354,8 +354,7 @@ fn expect_at(rest: &[u8]) -> (Expect, usize, usize) {
         return (Expect::Flags, HEADER_LEN, 0);
     }
     let len = u32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]);
-    // Each kind's own cap: a cluster table may claim up to 32 MiB.
-    if len > wire::max_payload(rest[6]) {
+    if len > MAX_PAYLOAD {
         return (Expect::TooLarge, HEADER_LEN, 0);
     }
     if wire::kind_name(rest[6]).is_none() {
@@ -380,7 +379,7 @@ fn agrees(expect: Expect, got: &Result<Message, WireError>) -> bool {
             // The cap is the frame kind's own (a cluster table's is larger).
             expect == Expect::TooLarge
                 && *len > *max
-                && (*max == MAX_PAYLOAD || *max == wire::MAX_TABLE_PAYLOAD)
+                && *max == MAX_PAYLOAD
         }
         Err(WireError::UnknownKind(_)) => expect == Expect::Kind,
         Err(WireError::Malformed { .. } | WireError::TooMany { .. } | WireError::TooFew { .. }) => {
@@ -460,10 +459,7 @@ fn read_all(bytes: &[u8]) -> Result<Run, TestCaseError> {
             probe.max_ask,
             bound
         );
-        let cap = bytes
-            .get(pos + 6)
-            .map_or(MAX_PAYLOAD, |&k| wire::max_payload(k));
-        prop_assert!(probe.max_ask <= cap as usize);
+        prop_assert!(probe.max_ask <= MAX_PAYLOAD as usize);
         match got {
             Ok(msg) => {
                 run.messages += 1;

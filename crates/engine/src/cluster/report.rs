@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::schedule::{Pattern, Rank, Schedule};
+use super::schedule::{Pattern, Rank, Rounds};
 use super::verdict::{
     Blame, ClusterVerdict, Measurement, NodeStatus, NodeVerdict, Outcome, RailVerdict, Reason,
     RoundVerdict, gbps,
@@ -63,20 +63,14 @@ impl Roster<'_> {
 /// The plan, printed before the first round, e.g. `plan: all-pairs of
 /// 1024 ranks: 523776 pairs in 1023 rounds of up to 512 pairs, about
 /// 1 h 25 min at 5 s a round`.
-pub fn plan_line(pattern: Pattern, size: u32, schedule: &Schedule, per_round_s: f64) -> String {
-    let widest = schedule
-        .rounds
-        .iter()
-        .map(|r| r.pairs.len())
-        .max()
-        .unwrap_or(0);
+pub fn plan_line(pattern: Pattern, size: u32, rounds: &Rounds, per_round_s: f64) -> String {
     format!(
         "plan: {pattern} of {}: {} in {} of up to {}, about {} at {} s a round",
         count(size as usize, "rank"),
-        count(schedule.pair_count(), "pair"),
-        count(schedule.rounds.len(), "round"),
-        count(widest, "pair"),
-        span(schedule.estimate_seconds(per_round_s)),
+        count(rounds.pair_count() as usize, "pair"),
+        count(rounds.count() as usize, "round"),
+        count(rounds.widest(), "pair"),
+        span(f64::from(rounds.count()) * per_round_s),
         per_round_s
     )
 }
@@ -753,13 +747,13 @@ mod tests {
 
     #[test]
     fn the_plan_says_pairs_rounds_and_time_as_the_arithmetic_table() {
-        let s = crate::cluster::schedule::all_pairs(1_024).unwrap();
+        let s = Rounds::AllPairs { size: 1_024 };
         assert_eq!(
             plan_line(Pattern::AllPairs, 1_024, &s, 5.0),
             "plan: all-pairs of 1024 ranks: 523776 pairs in 1023 rounds of up to 512 pairs, \
              about 85 min at 5 s a round"
         );
-        let q = crate::cluster::schedule::quick(7).unwrap();
+        let q = Rounds::from(crate::cluster::schedule::quick(7).unwrap());
         assert_eq!(
             plan_line(Pattern::Quick, 7, &q, 5.0),
             "plan: quick of 7 ranks: 3 pairs in 1 round of up to 3 pairs, about 5 s at 5 s a round"

@@ -302,32 +302,104 @@ fn circle_serves(m: u32, round: u32, i: Rank, p: Rank) -> bool {
 }
 
 /// Every pair of `size` ranks exactly once: N − 1 rounds of N/2 pairs for
-/// even N; N rounds of (N − 1)/2 for odd N, each rank idle in one.
+/// even N; N rounds of (N − 1)/2 for odd N, each rank idle in one. The
+/// whole schedule in memory: a run takes its rounds one at a time from
+/// [`Rounds::AllPairs`] instead.
 ///
 /// # Errors
 /// A size of 0 or above [`MAX_RANKS`].
 pub fn all_pairs(size: u32) -> Result<Schedule, ScheduleError> {
     check_size(size)?;
-    if size == 1 {
-        return Ok(Schedule::default());
+    Ok(Schedule {
+        rounds: (0..all_pairs_rounds(size))
+            .map(|r| all_pairs_round(size, r))
+            .collect(),
+    })
+}
+
+/// How many rounds all pairs of `size` ranks take: N − 1 for even N, N
+/// for odd N (0 for one rank).
+pub fn all_pairs_rounds(size: u32) -> u32 {
+    if size < 2 { 0 } else { size + size % 2 - 1 }
+}
+
+/// Round `r` of all pairs of `size` ranks by the circle method, computed
+/// on its own (O(N), each rank's partner O(1)): the same round
+/// [`all_pairs`] lists at `r`. A round past the last is empty.
+pub fn all_pairs_round(size: u32, r: u32) -> Round {
+    let size = size.min(MAX_RANKS);
+    if r >= all_pairs_rounds(size) {
+        return Round::of(size, Vec::new());
     }
     let m = size + size % 2;
-    let rounds = (0..m - 1)
-        .map(|r| {
-            let pairs = (0..m)
-                .filter_map(|i| {
-                    let p = circle_partner(m, r, i);
-                    // Each pair once, from its server; none with the phantom.
-                    (p < size && i < size && circle_serves(m, r, i, p)).then_some(Pair {
-                        server: i,
-                        client: p,
-                    })
-                })
-                .collect();
-            Round::of(size, pairs)
+    let pairs = (0..m)
+        .filter_map(|i| {
+            let p = circle_partner(m, r, i);
+            // Each pair once, from its server; none with the phantom.
+            (p < size && i < size && circle_serves(m, r, i, p)).then_some(Pair {
+                server: i,
+                client: p,
+            })
         })
         .collect();
-    Ok(Schedule { rounds })
+    Round::of(size, pairs)
+}
+
+/// The rounds of a run, each taken when it is due: all pairs computed
+/// round by round (never the whole schedule in memory: 16,384 ranks
+/// would be a gigabyte of pairs), or a short list (quick, ring, a pairs
+/// file, the retests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rounds {
+    /// [`all_pairs_round`] of this many ranks.
+    AllPairs {
+        /// The job's size.
+        size: u32,
+    },
+    /// These rounds, in order.
+    Listed(Vec<Round>),
+}
+
+impl Rounds {
+    /// How many rounds.
+    pub fn count(&self) -> u32 {
+        match self {
+            Self::AllPairs { size } => all_pairs_rounds(*size),
+            Self::Listed(r) => u32::try_from(r.len()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Round `k`, if there is one.
+    pub fn round(&self, k: u32) -> Option<Round> {
+        match self {
+            Self::AllPairs { size } => {
+                (k < all_pairs_rounds(*size)).then(|| all_pairs_round(*size, k))
+            }
+            Self::Listed(r) => r.get(k as usize).cloned(),
+        }
+    }
+
+    /// Pairs in all rounds.
+    pub fn pair_count(&self) -> u64 {
+        match self {
+            Self::AllPairs { size } => u64::from(*size) * u64::from(size.saturating_sub(1)) / 2,
+            Self::Listed(r) => r.iter().map(|r| r.pairs.len() as u64).sum(),
+        }
+    }
+
+    /// The most pairs in one round.
+    pub fn widest(&self) -> usize {
+        match self {
+            Self::AllPairs { size } => (*size / 2) as usize,
+            Self::Listed(r) => r.iter().map(|r| r.pairs.len()).max().unwrap_or(0),
+        }
+    }
+}
+
+impl From<Schedule> for Rounds {
+    fn from(s: Schedule) -> Self {
+        Self::Listed(s.rounds)
+    }
 }
 
 /// One bisection round: i ↔ i + N/2 for i < N/2, the lower rank serving;
@@ -543,6 +615,49 @@ mod tests {
         let n = u64::from(size);
         assert_eq!(seen.len() as u64, n * (n - 1) / 2);
         roles
+    }
+
+    /// The materialised all-pairs schedule as it was built before rounds
+    /// were computed one at a time (kept as the oracle).
+    fn all_pairs_materialised(size: u32) -> Vec<Round> {
+        if size == 1 {
+            return Vec::new();
+        }
+        let m = size + size % 2;
+        (0..m - 1)
+            .map(|r| {
+                let pairs = (0..m)
+                    .filter_map(|i| {
+                        let p = circle_partner(m, r, i);
+                        (p < size && i < size && circle_serves(m, r, i, p)).then_some(Pair {
+                            server: i,
+                            client: p,
+                        })
+                    })
+                    .collect();
+                Round::of(size, pairs)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_round_computed_alone_is_the_materialised_schedule_s_round() {
+        for size in (2..=64).chain([1_023, 1_024]) {
+            let old = all_pairs_materialised(size);
+            let rounds = Rounds::AllPairs { size };
+            assert_eq!(rounds.count() as usize, old.len(), "N = {size}");
+            for (k, want) in old.iter().enumerate() {
+                assert_eq!(rounds.round(k as u32).as_ref(), Some(want), "N = {size}, round {k}");
+            }
+            assert_eq!(rounds.round(rounds.count()), None);
+            let pairs: usize = old.iter().map(|r| r.pairs.len()).sum();
+            assert_eq!(rounds.pair_count(), pairs as u64, "N = {size}");
+            let widest = old.iter().map(|r| r.pairs.len()).max().unwrap_or(0);
+            assert_eq!(rounds.widest(), widest, "N = {size}");
+        }
+        // Past the last round: empty, every rank idle, never a panic.
+        assert!(all_pairs_round(4, 3).pairs.is_empty());
+        assert_eq!(all_pairs_rounds(1), 0);
     }
 
     #[test]

@@ -10,11 +10,17 @@
 //! | 4..6 | protocol version | u16 big-endian ([`PROTOCOL_VERSION`]) |
 //! | 6 | message kind | u8, see [`Message::kind`] |
 //! | 7 | flags | u8, must be 0 |
-//! | 8..12 | payload length | u32 big-endian, at most [`MAX_PAYLOAD`] ([`MAX_TABLE_PAYLOAD`] for a cluster table) |
+//! | 8..12 | payload length | u32 big-endian, at most [`MAX_PAYLOAD`] |
 //!
 //! The payload is the message body as UTF-8 JSON: an object holding the
 //! variant's fields (`{}` for [`Message::Heartbeat`] and [`Message::Bye`]).
 //! GIDs travel as 32 lowercase hex digits.
+//!
+//! Two families of messages share the frame, each a [`Framed`] type that
+//! knows its own kinds: the pair protocol's [`Message`] (this module) and
+//! cluster mode's rank ↔ coordinator messages
+//! ([`super::cluster_wire::ClusterMessage`]). A kind of the other family
+//! is an unknown kind to a reader.
 //!
 //! Decoding never trusts the peer: the header is checked field by field
 //! (magic, version, flags, length, kind) before any payload is read or
@@ -26,13 +32,10 @@
 
 use std::io::{self, Read, Write};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::cluster::rendezvous::Identity;
-use crate::cluster::schedule::{MAX_RANKS, Rank};
-use crate::cluster::verdict::Measurement;
-use crate::fabric::link::CounterRise;
 use crate::results::record::SideRecord;
 
 /// The first four bytes of every frame.
@@ -42,9 +45,9 @@ pub const MAGIC: [u8; 4] = *b"RDPF";
 /// (one per device), where version 1 carried one `side`. Version 3:
 /// `Hello` says how the queue pairs connect ([`QpConnection`]), `Accept`
 /// carries the server's rdma_cm port when they connect through rdma_cm.
-/// Kinds 10–14 (cluster mode: join, table, round, report, end) came
-/// without a new version: they change no existing message, and a peer
-/// that does not know them refuses them as unknown kinds.
+/// Kinds 10 and up (cluster mode, [`super::cluster_wire`]) came without
+/// a new version: they change no existing message, and a peer that does
+/// not know them refuses them as unknown kinds.
 pub const PROTOCOL_VERSION: u16 = 3;
 /// Largest accepted payload, in bytes.
 /// 4 MiB: a `Hello` or `Accept` with `MAX_QPS` queue pairs at their widest
@@ -76,33 +79,6 @@ const KIND_DONE: u8 = 6;
 const KIND_ERROR: u8 = 7;
 const KIND_BYE: u8 = 8;
 const KIND_BUSY: u8 = 9;
-const KIND_CLUSTER_JOIN: u8 = 10;
-const KIND_CLUSTER_TABLE: u8 = 11;
-const KIND_CLUSTER_ROUND: u8 = 12;
-const KIND_CLUSTER_REPORT: u8 = 13;
-const KIND_CLUSTER_END: u8 = 14;
-
-/// Largest accepted payload of a cluster table, in bytes: the one frame
-/// that grows with the job. 32 MiB: [`MAX_RANKS`] members at their widest
-/// (a 255-byte host name, about 330 bytes of JSON each) are 21.6 MB.
-pub const MAX_TABLE_PAYLOAD: u32 = 32 << 20;
-/// Most measurements in one cluster report: a pair's two directions on
-/// up to 64 rails, with room to spare.
-pub const MAX_REPORT_MEASUREMENTS: usize = 256;
-
-/// Most error counters a `cluster_report` may say rose (a port has a few
-/// dozen).
-pub const MAX_REPORT_PORT_ERRORS: usize = 256;
-
-/// Largest accepted payload of a frame of `kind` (a cluster table's is
-/// [`MAX_TABLE_PAYLOAD`], every other kind's [`MAX_PAYLOAD`]).
-pub fn max_payload(kind: u8) -> u32 {
-    if kind == KIND_CLUSTER_TABLE {
-        MAX_TABLE_PAYLOAD
-    } else {
-        MAX_PAYLOAD
-    }
-}
 
 /// What one side tells the other about one of its queue pairs and the
 /// memory region the peer may write into.
@@ -288,52 +264,6 @@ pub enum Message {
         /// What the server is busy with, for the user.
         reason: String,
     },
-    /// Kind 10, a rank to the coordinator (cluster mode): who it is.
-    ClusterJoin {
-        /// Its identity (boxed: the largest of the messages' fields).
-        identity: Box<Identity>,
-    },
-    /// Kind 11, the coordinator to every rank: who is in the run, who is
-    /// missing, and rank 0's test configuration (opaque JSON, as in
-    /// `Hello`). At most [`MAX_RANKS`] members and missing ranks.
-    ClusterTable {
-        /// The ranks present, in rank order.
-        members: Vec<Identity>,
-        /// The ranks that never came.
-        missing: Vec<Rank>,
-        /// The test each pair runs.
-        config: Value,
-    },
-    /// Kind 12, the coordinator to one rank: round `round` starts; its
-    /// partner in it (none: it sits the round out), and whether it serves.
-    ClusterRound {
-        /// The round, from 0.
-        round: u32,
-        /// Its partner this round.
-        partner: Option<Rank>,
-        /// Whether it listens (the partner connects).
-        serve: bool,
-    },
-    /// Kind 13, a rank to the coordinator: what it measured in a round.
-    /// At most [`MAX_REPORT_MEASUREMENTS`] measurements and
-    /// [`MAX_REPORT_PORT_ERRORS`] counters.
-    ClusterReport {
-        /// The round.
-        round: u32,
-        /// Its measurements (as the pair's client), or none.
-        measurements: Vec<Measurement>,
-        /// Its port's error counters that rose since it joined (every
-        /// report says all of them: the last one counts).
-        #[serde(default)]
-        port_errors: Vec<CounterRise>,
-    },
-    /// Kind 14, the coordinator to every rank: the run is over.
-    ClusterEnd {
-        /// The run's exit code.
-        exit_code: u8,
-        /// The rank's own verdict line, for its stdout.
-        line: String,
-    },
 }
 
 /// A field that is present, even as `null`, is `Some`.
@@ -354,11 +284,6 @@ impl Message {
             Self::Error { .. } => KIND_ERROR,
             Self::Bye => KIND_BYE,
             Self::Busy { .. } => KIND_BUSY,
-            Self::ClusterJoin { .. } => KIND_CLUSTER_JOIN,
-            Self::ClusterTable { .. } => KIND_CLUSTER_TABLE,
-            Self::ClusterRound { .. } => KIND_CLUSTER_ROUND,
-            Self::ClusterReport { .. } => KIND_CLUSTER_REPORT,
-            Self::ClusterEnd { .. } => KIND_CLUSTER_END,
         }
     }
 
@@ -404,13 +329,50 @@ pub fn kind_name(kind: u8) -> Option<&'static str> {
         KIND_ERROR => "error",
         KIND_BYE => "bye",
         KIND_BUSY => "busy",
-        KIND_CLUSTER_JOIN => "cluster_join",
-        KIND_CLUSTER_TABLE => "cluster_table",
-        KIND_CLUSTER_ROUND => "cluster_round",
-        KIND_CLUSTER_REPORT => "cluster_report",
-        KIND_CLUSTER_END => "cluster_end",
         _ => return None,
     })
+}
+
+/// A family of messages carried in this module's frames: the pair
+/// protocol's [`Message`], cluster mode's
+/// [`super::cluster_wire::ClusterMessage`]. Each knows its own kinds and
+/// bounds; the framing, the header checks and the JSON body are shared.
+pub trait Framed: Serialize + DeserializeOwned + Sized {
+    /// The kind byte of this message in the frame header.
+    fn kind(&self) -> u8;
+    /// The lowercase name of one of this family's kinds, `None` for a
+    /// kind it does not know.
+    fn kind_name(kind: u8) -> Option<&'static str>;
+    /// Checks every bounded list of the message.
+    ///
+    /// # Errors
+    /// [`WireError::TooMany`] or [`WireError::TooFew`] naming the list.
+    fn check_limits(&self) -> Result<(), WireError>;
+    /// The message of a kind without fields (`{}` on the wire), if
+    /// `kind` is one.
+    fn unit(kind: u8) -> Option<Self>;
+}
+
+impl Framed for Message {
+    fn kind(&self) -> u8 {
+        Message::kind(self)
+    }
+
+    fn kind_name(kind: u8) -> Option<&'static str> {
+        kind_name(kind)
+    }
+
+    fn check_limits(&self) -> Result<(), WireError> {
+        check_limits(self)
+    }
+
+    fn unit(kind: u8) -> Option<Self> {
+        match kind {
+            KIND_HEARTBEAT => Some(Self::Heartbeat),
+            KIND_BYE => Some(Self::Bye),
+            _ => None,
+        }
+    }
 }
 
 /// Why a message could not be sent or received.
@@ -465,10 +427,12 @@ pub enum WireError {
     #[error("unknown message kind {0}")]
     UnknownKind(u8),
     /// The payload is not valid JSON for its kind.
-    #[error("malformed {} message: {reason}", kind_label(*.kind))]
+    #[error("malformed {name} message: {reason}")]
     Malformed {
         /// The kind byte.
         kind: u8,
+        /// The kind's name.
+        name: &'static str,
         /// What is wrong with it.
         reason: String,
     },
@@ -516,13 +480,6 @@ fn hint_suffix(hint: Option<&'static str>) -> String {
     hint.map(|h| format!(": {h}")).unwrap_or_default()
 }
 
-fn kind_label(kind: u8) -> String {
-    match kind_name(kind) {
-        Some(name) => name.to_owned(),
-        None => format!("kind {kind}"),
-    }
-}
-
 /// What four bytes that are not [`MAGIC`] look like, when recognisable.
 fn recognise(found: &[u8; 4]) -> Option<&'static str> {
     // perftest opens with its version string ("6.21", NUL-padded) and then
@@ -554,8 +511,9 @@ fn check_magic(found: [u8; 4]) -> Result<(), WireError> {
     }
 }
 
-/// Checks a whole header; returns the kind and the payload length.
-fn parse_header(h: &[u8; HEADER_LEN]) -> Result<(u8, u32), WireError> {
+/// Checks a whole header of a frame of family `M`; returns the kind and
+/// the payload length.
+fn parse_header<M: Framed>(h: &[u8; HEADER_LEN]) -> Result<(u8, u32), WireError> {
     check_magic([h[0], h[1], h[2], h[3]])?;
     let version = u16::from_be_bytes([h[4], h[5]]);
     if version != PROTOCOL_VERSION {
@@ -569,13 +527,13 @@ fn parse_header(h: &[u8; HEADER_LEN]) -> Result<(u8, u32), WireError> {
         return Err(WireError::BadFlags(flags));
     }
     let len = u32::from_be_bytes([h[8], h[9], h[10], h[11]]);
-    if len > max_payload(kind) {
+    if len > MAX_PAYLOAD {
         return Err(WireError::TooLarge {
             len,
-            max: max_payload(kind),
+            max: MAX_PAYLOAD,
         });
     }
-    if kind_name(kind).is_none() {
+    if M::kind_name(kind).is_none() {
         return Err(WireError::UnknownKind(kind));
     }
     Ok((kind, len))
@@ -583,29 +541,6 @@ fn parse_header(h: &[u8; HEADER_LEN]) -> Result<(u8, u32), WireError> {
 
 /// Checks every bounded list of a message.
 fn check_limits(msg: &Message) -> Result<(), WireError> {
-    let max_ranks = MAX_RANKS as usize;
-    let lists: &[(&'static str, usize, usize)] = match msg {
-        Message::ClusterTable {
-            members, missing, ..
-        } => &[
-            ("cluster members", members.len(), max_ranks),
-            ("missing ranks", missing.len(), max_ranks),
-        ],
-        Message::ClusterReport {
-            measurements,
-            port_errors,
-            ..
-        } => &[
-            ("measurements", measurements.len(), MAX_REPORT_MEASUREMENTS),
-            ("port errors", port_errors.len(), MAX_REPORT_PORT_ERRORS),
-        ],
-        _ => &[],
-    };
-    for &(what, count, max) in lists {
-        if count > max {
-            return Err(WireError::TooMany { what, count, max });
-        }
-    }
     let (Message::Hello { sides, qps, .. } | Message::Accept { sides, qps, .. }) = msg else {
         return Ok(());
     };
@@ -651,13 +586,14 @@ fn json_type(v: &Value) -> &'static str {
     }
 }
 
-/// Decodes the payload of a frame whose header said `kind`.
-fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
-    let Some(name) = kind_name(kind) else {
+/// Decodes the payload of a frame of family `M` whose header said `kind`.
+fn decode_payload<M: Framed>(kind: u8, payload: &[u8]) -> Result<M, WireError> {
+    let Some(name) = M::kind_name(kind) else {
         return Err(WireError::UnknownKind(kind));
     };
     let malformed = |reason: String| WireError::Malformed {
         kind,
+        name,
         reason: clip(reason),
     };
     let body: Value = serde_json::from_slice(payload).map_err(|e| malformed(e.to_string()))?;
@@ -667,39 +603,34 @@ fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
             json_type(&body)
         )));
     };
-    let msg = match kind {
-        KIND_HEARTBEAT | KIND_BYE => {
+    let msg = match M::unit(kind) {
+        Some(unit) => {
             if let Some(field) = fields.keys().next() {
                 return Err(malformed(format!(
                     "unknown field `{field}`, expected no fields"
                 )));
             }
-            if kind == KIND_HEARTBEAT {
-                Message::Heartbeat
-            } else {
-                Message::Bye
-            }
+            unit
         }
-        _ => {
+        None => {
             let mut wrapped = serde_json::Map::new();
             wrapped.insert(name.to_owned(), Value::Object(fields));
             serde_json::from_value(Value::Object(wrapped)).map_err(|e| malformed(e.to_string()))?
         }
     };
-    check_limits(&msg)?;
+    msg.check_limits()?;
     Ok(msg)
 }
 
 /// The JSON payload of a message.
-fn encode_payload(msg: &Message) -> Result<Vec<u8>, WireError> {
-    let malformed = |reason: String| WireError::Malformed {
-        kind: msg.kind(),
-        reason,
-    };
+fn encode_payload<M: Framed>(msg: &M) -> Result<Vec<u8>, WireError> {
+    let kind = msg.kind();
+    let name = M::kind_name(kind).unwrap_or("unknown");
+    let malformed = |reason: String| WireError::Malformed { kind, name, reason };
     let body = match serde_json::to_value(msg).map_err(|e| malformed(e.to_string()))? {
         // Struct variants serialise as {"name": {fields}}: send the fields.
         Value::Object(mut outer) => outer
-            .remove(msg.name())
+            .remove(name)
             .ok_or_else(|| malformed("no body after serialisation".to_owned()))?,
         // Unit variants serialise as "name": send an empty object.
         Value::String(_) => Value::Object(serde_json::Map::new()),
@@ -708,21 +639,21 @@ fn encode_payload(msg: &Message) -> Result<Vec<u8>, WireError> {
     serde_json::to_vec(&body).map_err(|e| malformed(e.to_string()))
 }
 
-/// Encodes one message as a complete frame (header and payload).
+/// Encodes one message (of either family) as a complete frame (header
+/// and payload).
 ///
 /// # Errors
 /// [`WireError::TooMany`] when a list exceeds its bound,
 /// [`WireError::TooLarge`] when the payload exceeds [`MAX_PAYLOAD`].
-pub fn encode(msg: &Message) -> Result<Vec<u8>, WireError> {
-    check_limits(msg)?;
+pub fn encode<M: Framed>(msg: &M) -> Result<Vec<u8>, WireError> {
+    msg.check_limits()?;
     let payload = encode_payload(msg)?;
-    let max = max_payload(msg.kind());
     let len = match u32::try_from(payload.len()) {
-        Ok(len) if len <= max => len,
+        Ok(len) if len <= MAX_PAYLOAD => len,
         _ => {
             return Err(WireError::TooLarge {
                 len: u32::try_from(payload.len()).unwrap_or(u32::MAX),
-                max,
+                max: MAX_PAYLOAD,
             });
         }
     };
@@ -742,7 +673,7 @@ pub fn encode(msg: &Message) -> Result<Vec<u8>, WireError> {
 /// # Errors
 /// Those of [`encode`]; [`WireError::Timeout`] when the socket's write
 /// timeout expires; [`WireError::Io`] for other write failures.
-pub fn write_message<W: Write>(w: &mut W, msg: &Message) -> Result<(), WireError> {
+pub fn write_message<M: Framed, W: Write>(w: &mut W, msg: &M) -> Result<(), WireError> {
     let frame = encode(msg)?;
     w.write_all(&frame)?;
     w.flush()?;
@@ -763,7 +694,16 @@ fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> Result<usize, WireError> {
     Ok(filled)
 }
 
-/// Reads one message from a stream.
+/// Reads one message of the pair protocol from a stream: [`read_frame`]
+/// for [`Message`].
+///
+/// # Errors
+/// Those of [`read_frame`].
+pub fn read_message<R: Read>(r: &mut R) -> Result<Message, WireError> {
+    read_frame(r)
+}
+
+/// Reads one message of family `M` from a stream.
 ///
 /// The magic is checked as soon as its four bytes arrive, the rest of the
 /// header before the payload is read, and the payload buffer grows only
@@ -776,7 +716,7 @@ fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> Result<usize, WireError> {
 /// of a partly read frame are lost, so only a timeout before the first
 /// byte leaves the connection usable); any header or payload error
 /// described on [`WireError`].
-pub fn read_message<R: Read>(r: &mut R) -> Result<Message, WireError> {
+pub fn read_frame<M: Framed, R: Read>(r: &mut R) -> Result<M, WireError> {
     let mut header = [0u8; HEADER_LEN];
     let (magic, rest) = header.split_at_mut(MAGIC.len());
     match read_full(r, magic)? {
@@ -788,8 +728,8 @@ pub fn read_message<R: Read>(r: &mut R) -> Result<Message, WireError> {
     if read_full(r, rest)? < rest.len() {
         return Err(WireError::Truncated);
     }
-    let (kind, len) = parse_header(&header)?;
-    let len = len as usize; // ≤ max_payload(kind)
+    let (kind, len) = parse_header::<M>(&header)?;
+    let len = len as usize; // ≤ MAX_PAYLOAD
     let mut payload = Vec::with_capacity(len.min(64 * 1024));
     r.take(len as u64).read_to_end(&mut payload)?;
     if payload.len() < len {
@@ -805,30 +745,95 @@ pub fn read_message<R: Read>(r: &mut R) -> Result<Message, WireError> {
 /// draining beats) look before it reads.
 pub fn peek_header(bytes: &[u8]) -> Option<(&'static str, usize)> {
     let header = bytes.first_chunk::<HEADER_LEN>()?;
-    let (kind, len) = parse_header(header).ok()?;
+    let (kind, len) = parse_header::<Message>(header).ok()?;
     Some((kind_name(kind)?, HEADER_LEN + len as usize))
 }
 
-/// Decodes one frame from the start of `frame`; returns the message and
-/// the number of bytes it took (any bytes after it are left alone).
+/// Decodes one frame of the pair protocol: [`decode_frame`] for
+/// [`Message`].
+///
+/// # Errors
+/// Those of [`decode_frame`].
+pub fn decode(frame: &[u8]) -> Result<(Message, usize), WireError> {
+    decode_frame(frame)
+}
+
+/// Decodes one frame of family `M` from the start of `frame`; returns the
+/// message and the number of bytes it took (any bytes after it are left
+/// alone).
 ///
 /// # Errors
 /// [`WireError::Truncated`] when `frame` holds only part of a frame (a
 /// bad magic is reported as soon as four bytes are there); any header or
 /// payload error described on [`WireError`].
-pub fn decode(frame: &[u8]) -> Result<(Message, usize), WireError> {
+pub fn decode_frame<M: Framed>(frame: &[u8]) -> Result<(M, usize), WireError> {
     if let Some(magic) = frame.first_chunk::<4>() {
         check_magic(*magic)?;
     }
     let Some(header) = frame.first_chunk::<HEADER_LEN>() else {
         return Err(WireError::Truncated);
     };
-    let (kind, len) = parse_header(header)?;
+    let (kind, len) = parse_header::<M>(header)?;
     let end = HEADER_LEN + len as usize;
     let Some(payload) = frame.get(HEADER_LEN..end) else {
         return Err(WireError::Truncated);
     };
     Ok((decode_payload(kind, payload)?, end))
+}
+
+/// The frames arriving on a non-blocking connection, one message at a
+/// time: bytes are fed in as they come ([`FrameReader::feed`]), whole
+/// frames taken out ([`FrameReader::next`]). The header is checked as
+/// soon as it is there, so a peer cannot make it hold more than one
+/// frame of at most [`MAX_PAYLOAD`] bytes beyond what it has decoded
+/// (when the caller takes every whole frame after each feed); an idle
+/// reader holds no buffer.
+#[derive(Debug, Default)]
+pub struct FrameReader {
+    bytes: Vec<u8>,
+    start: usize,
+}
+
+impl FrameReader {
+    /// Capacity kept between frames; a larger buffer is given back.
+    const KEEP: usize = 4096;
+
+    /// Bytes that arrived.
+    pub fn feed(&mut self, data: &[u8]) {
+        self.bytes.extend_from_slice(data);
+    }
+
+    /// Whether bytes of a frame not yet whole are held.
+    pub fn partial(&self) -> bool {
+        self.start < self.bytes.len()
+    }
+
+    /// The next whole message, `Ok(None)` while it is incomplete.
+    ///
+    /// # Errors
+    /// Any header or payload error of [`decode_frame`] but
+    /// [`WireError::Truncated`]: the connection is then out of step.
+    pub fn next<M: Framed>(&mut self) -> Result<Option<M>, WireError> {
+        match decode_frame::<M>(&self.bytes[self.start..]) {
+            Ok((msg, used)) => {
+                self.start += used;
+                if self.start == self.bytes.len() {
+                    if self.bytes.capacity() > Self::KEEP {
+                        self.bytes = Vec::new();
+                    } else {
+                        self.bytes.clear();
+                    }
+                    self.start = 0;
+                } else if self.start > Self::KEEP {
+                    self.bytes.drain(..self.start);
+                    self.start = 0;
+                }
+                Ok(Some(msg))
+            }
+            Err(WireError::Truncated) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// GIDs as 32 lowercase hex digits.
@@ -902,7 +907,6 @@ impl From<&SideInfo> for SideRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::verdict::{Outcome, PairLatency};
     use std::io::Cursor;
 
     fn gid(last: u8) -> [u8; 16] {
@@ -996,94 +1000,9 @@ mod tests {
             Message::Busy {
                 reason: "running write_bw for 169.254.0.2:40000".into(),
             },
-            Message::ClusterJoin {
-                identity: Box::new(identity(1)),
-            },
-            Message::ClusterTable {
-                members: vec![identity(0), identity(1)],
-                missing: vec![2],
-                config: serde_json::json!({"size": 1048576}),
-            },
-            Message::ClusterRound {
-                round: 4,
-                partner: Some(1),
-                serve: true,
-            },
-            Message::ClusterRound {
-                round: 5,
-                partner: None,
-                serve: false,
-            },
-            Message::ClusterReport {
-                round: 4,
-                measurements: vec![
-                    Measurement {
-                        round: 4,
-                        from: 1,
-                        to: 0,
-                        rail: 0,
-                        outcome: Outcome::Measured {
-                            msg_rate_mpps: None,
-                            bw_gbps: 391.5,
-                            lat_us: Some(2.25),
-                            latency: Some(PairLatency {
-                                iterations: 1000,
-                                min_us: 1.9,
-                                avg_us: 2.3,
-                                p50_us: 2.25,
-                                p90_us: 2.5,
-                                p99_us: 3.5,
-                                p99_9_us: 7.0,
-                                p99_99_us: 9.0,
-                                max_us: 12.5,
-                            }),
-                        },
-                    },
-                    Measurement {
-                        round: 4,
-                        from: 0,
-                        to: 1,
-                        rail: 0,
-                        outcome: Outcome::Error {
-                            error: "timed out after 10 s".into(),
-                        },
-                    },
-                ],
-                port_errors: vec![CounterRise {
-                    name: "hw_counters/out_of_seq_request".into(),
-                    before: 0,
-                    after: 4,
-                }],
-            },
-            Message::ClusterEnd {
-                exit_code: 3,
-                line: "rank 1 on node-b: FAIL".into(),
-            },
         ]
     }
 
-    fn identity(rank: Rank) -> Identity {
-        Identity {
-            rail_ports: Vec::new(),
-            rank,
-            size: 3,
-            version: "0.1.0".into(),
-            host: format!("node-{rank}"),
-            pair_port: 40_000 + rank as u16,
-            address: "169.254.10.1".into(),
-            device: "rxe0:1".into(),
-            rate_gbps: Some(2.5),
-            rails: vec![crate::cluster::rails::Rail {
-                address: None,
-                device: "rxe0".into(),
-                port: 1,
-                active: true,
-                link_layer: Some("Ethernet".into()),
-                rate_gbps: Some(2.5),
-                numa_node: None,
-            }],
-        }
-    }
 
     /// A frame with the given header fields around `payload`.
     fn frame(version: u16, kind: u8, flags: u8, payload: &[u8]) -> Vec<u8> {
@@ -1528,7 +1447,7 @@ mod tests {
         };
         let payload = encode_payload(&accept).unwrap();
         assert!(matches!(
-            decode_payload(2, &payload),
+            decode_payload::<Message>(2, &payload),
             Err(WireError::TooMany { count: 16385, .. })
         ));
         // At the bound it is fine.
@@ -1539,7 +1458,7 @@ mod tests {
             cm_port: None,
         };
         let payload = encode_payload(&at_bound).unwrap();
-        assert_eq!(decode_payload(2, &payload).unwrap(), at_bound);
+        assert_eq!(decode_payload::<Message>(2, &payload).unwrap(), at_bound);
     }
 
     /// A hello and an accept with `n` sides.
@@ -1726,117 +1645,6 @@ mod tests {
         // Non-ASCII of the right byte length is rejected, not sliced.
         let odd = json.replace("00112233445566778899aabbccddeeff", "ééééééééééééééé00");
         assert!(serde_json::from_str::<QpInfo>(&odd).is_err());
-    }
-    #[test]
-    fn a_cluster_table_may_exceed_the_usual_payload_cap_and_no_other_kind_may() {
-        // 20,000 members with 200-byte host names: ~5 MB, above 4 MiB.
-        let members: Vec<Identity> = (0..20_000)
-            .map(|r| Identity {
-                host: format!("{r:0>200}"),
-                ..identity(r)
-            })
-            .collect();
-        let table = Message::ClusterTable {
-            members,
-            missing: vec![],
-            config: Value::Null,
-        };
-        let bytes = encode(&table).unwrap();
-        assert!(bytes.len() > MAX_PAYLOAD as usize, "{}", bytes.len());
-        assert_eq!(read_message(&mut Cursor::new(&bytes)).unwrap(), table);
-        // The same length on another kind is refused from the header.
-        let mut f = frame(PROTOCOL_VERSION, 13, 0, b"{}");
-        f[8..12].copy_from_slice(&(MAX_PAYLOAD + 1).to_be_bytes());
-        assert!(matches!(
-            decode(&f),
-            Err(WireError::TooLarge {
-                max: MAX_PAYLOAD,
-                ..
-            })
-        ));
-        f[6] = 11;
-        f[8..12].copy_from_slice(&(MAX_TABLE_PAYLOAD + 1).to_be_bytes());
-        assert!(matches!(
-            decode(&f),
-            Err(WireError::TooLarge {
-                max: MAX_TABLE_PAYLOAD,
-                ..
-            })
-        ));
-    }
-
-    #[test]
-    fn cluster_lists_beyond_their_caps_and_stray_fields_are_refused() {
-        let report = Message::ClusterReport {
-            round: 0,
-            measurements: vec![
-                Measurement {
-                    round: 0,
-                    from: 0,
-                    to: 1,
-                    rail: 0,
-                    outcome: Outcome::PeerMissing,
-                };
-                MAX_REPORT_MEASUREMENTS + 1
-            ],
-            port_errors: Vec::new(),
-        };
-        assert!(matches!(
-            encode(&report),
-            Err(WireError::TooMany {
-                what: "measurements",
-                count: 257,
-                max: 256
-            })
-        ));
-        let report = Message::ClusterReport {
-            round: 0,
-            measurements: Vec::new(),
-            port_errors: vec![
-                CounterRise {
-                    name: "counters/symbol_error".into(),
-                    before: 0,
-                    after: 1,
-                };
-                MAX_REPORT_PORT_ERRORS + 1
-            ],
-        };
-        assert!(matches!(
-            encode(&report),
-            Err(WireError::TooMany {
-                what: "port errors",
-                ..
-            })
-        ));
-        // Decoding checks the same bound (a peer's frame, built by hand).
-        let body = serde_json::to_vec(&serde_json::json!({
-            "round": 0,
-            "measurements": vec![serde_json::json!({"round": 0, "from": 0, "to": 1, "outcome": {"outcome": "peer_missing"}}); 257],
-        }))
-        .unwrap();
-        assert!(matches!(
-            decode(&frame(PROTOCOL_VERSION, 13, 0, &body)),
-            Err(WireError::TooMany {
-                what: "measurements",
-                ..
-            })
-        ));
-        for bad in [
-            br#"{"identity":{"rank":0,"size":2,"version":"x","host":"h","pair_port":1,"address":"a","device":"d","extra":1}}"#
-                .as_slice(),
-            br#"{"identity":{"rank":0,"size":2,"version":"x","host":"h"}}"#,
-        ] {
-            assert!(matches!(
-                decode(&frame(PROTOCOL_VERSION, 10, 0, bad)),
-                Err(WireError::Malformed { kind: 10, .. })
-            ));
-        }
-        let unknown_outcome =
-            br#"{"round":0,"measurements":[{"round":0,"from":0,"to":1,"outcome":{"outcome":"great"}}]}"#;
-        assert!(matches!(
-            decode(&frame(PROTOCOL_VERSION, 13, 0, unknown_outcome)),
-            Err(WireError::Malformed { kind: 13, .. })
-        ));
     }
 }
 
