@@ -7,6 +7,11 @@
 //! - [`launch`]: the rank and size from the launcher's environment
 //!   (torchrun, Open MPI, PMI, Slurm, `--rank/--size`), innermost first,
 //!   and where the coordinator (rank 0) listens.
+//! - [`coordinator`]: rank 0's whole run as one state machine (no I/O,
+//!   time passed in): gathering, start, rounds, retests, the measurements
+//!   and facts the verdicts judge; the driver only moves bytes.
+//! - [`messages`]: the rank ↔ coordinator messages, in the pair
+//!   protocol's frames, each bounded whatever the job's size.
 //! - [`pair_test`]: what every pair runs (rank 0's flags, typed and
 //!   bounded) and the bounds on a round.
 //! - [`html`]: `report.html`, the report as one self-contained page (a
@@ -28,9 +33,11 @@
 //!   cluster's best), slow rounds, and per-node verdicts that tell a bad
 //!   node from a bad link.
 
+pub mod coordinator;
 pub mod hostlist;
 pub mod html;
 pub mod launch;
+pub mod messages;
 pub mod pair_test;
 pub mod rails;
 pub mod rendezvous;

@@ -259,7 +259,11 @@ pub enum ScheduleError {
     },
 }
 
-fn check_size(size: u32) -> Result<(), ScheduleError> {
+/// A job size a schedule can be built for: 1 to [`MAX_RANKS`].
+///
+/// # Errors
+/// [`ScheduleError::Size`].
+pub fn check_size(size: u32) -> Result<(), ScheduleError> {
     if size == 0 || size > MAX_RANKS {
         return Err(ScheduleError::Size(size));
     }

@@ -2,12 +2,9 @@
 //!
 //! - [`wire`]: the versioned, length-framed message codec of the TCP
 //!   control connection, and the pair protocol's messages.
-//! - [`cluster_wire`]: cluster mode's rank ↔ coordinator messages, in the
-//!   same frames, each bounded whatever the job's size.
 //! - [`session`]: the session's rules as two deterministic state machines
 //!   (client and server): what to send, what to wait for and how long,
 //!   the hello checks and negotiation, the walk over the sizes.
 
-pub mod cluster_wire;
 pub mod session;
 pub mod wire;

@@ -19,7 +19,7 @@
 //! Two families of messages share the frame, each a [`Framed`] type that
 //! knows its own kinds: the pair protocol's [`Message`] (this module) and
 //! cluster mode's rank ↔ coordinator messages
-//! ([`super::cluster_wire::ClusterMessage`]). A kind of the other family
+//! ([`crate::cluster::messages::ClusterMessage`]). A kind of the other family
 //! is an unknown kind to a reader.
 //!
 //! Decoding never trusts the peer: the header is checked field by field
@@ -45,7 +45,7 @@ pub const MAGIC: [u8; 4] = *b"RDPF";
 /// (one per device), where version 1 carried one `side`. Version 3:
 /// `Hello` says how the queue pairs connect ([`QpConnection`]), `Accept`
 /// carries the server's rdma_cm port when they connect through rdma_cm.
-/// Kinds 10 and up (cluster mode, [`super::cluster_wire`]) came without
+/// Kinds 10 and up (cluster mode, [`crate::cluster::messages`]) came without
 /// a new version: they change no existing message, and a peer that does
 /// not know them refuses them as unknown kinds.
 pub const PROTOCOL_VERSION: u16 = 3;
@@ -335,7 +335,7 @@ pub fn kind_name(kind: u8) -> Option<&'static str> {
 
 /// A family of messages carried in this module's frames: the pair
 /// protocol's [`Message`], cluster mode's
-/// [`super::cluster_wire::ClusterMessage`]. Each knows its own kinds and
+/// [`crate::cluster::messages::ClusterMessage`]. Each knows its own kinds and
 /// bounds; the framing, the header checks and the JSON body are shared.
 pub trait Framed: Serialize + DeserializeOwned + Sized {
     /// The kind byte of this message in the frame header.

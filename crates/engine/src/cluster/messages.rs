@@ -1,5 +1,5 @@
 //! Cluster mode's messages between a rank and the coordinator (rank 0),
-//! in [`super::wire`]'s frames (the same header, version and JSON body;
+//! in [`crate::proto::wire`]'s frames (the same header, version and JSON body;
 //! kinds 10 and up, which the pair protocol does not know).
 //!
 //! Every message is bounded whatever the job's size: the coordinator
@@ -24,13 +24,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::wire::{Framed, WireError};
-use crate::cluster::pair_test::PairTest;
-use crate::cluster::rails::MAX_RAILS;
-use crate::cluster::rendezvous::{Identity, MAX_HOST_LEN};
-use crate::cluster::schedule::Rank;
-use crate::cluster::verdict::Measurement;
+use super::pair_test::PairTest;
+use super::rails::MAX_RAILS;
+use super::rendezvous::{Identity, MAX_HOST_LEN};
+use super::schedule::Rank;
+use super::verdict::Measurement;
 use crate::fabric::link::CounterRise;
+use crate::proto::wire::{Framed, WireError};
 
 const KIND_JOIN: u8 = 10;
 const KIND_REPORT: u8 = 13;
