@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
 pub use engine::proto::session::Bound;
+use engine::cluster::messages::ClusterMessage;
 use engine::proto::wire::{self, Message, WireError};
 use nix::sys::socket::{MsgFlags, recv};
 
@@ -89,6 +90,15 @@ impl Listener {
         }
     }
 
+    /// Another handle on the listening socket (a duplicated descriptor),
+    /// for an event loop that takes ownership of it.
+    ///
+    /// # Errors
+    /// When the descriptor cannot be duplicated.
+    pub fn try_clone_std(&self) -> io::Result<TcpListener> {
+        self.inner.try_clone()
+    }
+
     /// The listening socket, for a wait on the next connection.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.inner.as_fd()
@@ -139,6 +149,23 @@ impl io::Read for Deadlined<'_> {
     }
 }
 
+/// The wait before connection attempt `attempt` + 1: 100 ms doubling to
+/// 1 s, each between half and one and a half of that at random, so that
+/// thousands of ranks refused together (rank 0 not yet listening, or its
+/// listen backlog full) come back spread out rather than at once.
+fn backoff(attempt: u32) -> Duration {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let base = Duration::from_millis(100)
+        .saturating_mul(1 << attempt.saturating_sub(1).min(4))
+        .min(Duration::from_secs(1));
+    // A random draw from the standard library: each `RandomState` is
+    // seeded anew (per process and per call), enough for jitter.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(attempt);
+    let unit = (h.finish() % 1_000) as f64 / 1_000.0;
+    base.mul_f64(0.5 + unit)
+}
+
 /// A connected channel with a bound on every read and write.
 #[derive(Debug)]
 pub struct Channel {
@@ -167,6 +194,7 @@ impl Channel {
             .with_context(|| format!("cannot resolve server {host:?}"))?
             .collect();
         let deadline = Instant::now() + timeout;
+        let mut attempt = 0u32;
         loop {
             stop::check()?;
             let mut last = None;
@@ -204,7 +232,8 @@ impl Channel {
                      (is the server of this test running there?)"
                 );
             }
-            thread::sleep(Duration::from_millis(100));
+            attempt += 1;
+            thread::sleep(backoff(attempt).min(deadline.saturating_duration_since(Instant::now())));
         }
     }
 
@@ -365,6 +394,27 @@ impl Channel {
     pub fn has_pending(&self) -> bool {
         // Ok(0) is end of stream: also something to read (and report).
         peek_now(&self.stream, &mut [0u8; 1]).is_ok()
+    }
+
+    /// Sends one cluster message (rank ↔ coordinator).
+    ///
+    /// # Errors
+    /// When the peer is gone or does not take the bytes within the bound.
+    pub fn send_cluster(&mut self, msg: &ClusterMessage) -> anyhow::Result<()> {
+        wire::write_message(&mut self.stream, msg)
+            .map_err(|e| self.describe(e, &format!("sending {}", msg.name())))
+    }
+
+    /// Receives the next cluster message within `--timeout` of now.
+    ///
+    /// # Errors
+    /// Timeout, closed connection, a malformed frame, or [`Interrupted`].
+    pub fn recv_cluster(&mut self, waiting_for: &str) -> anyhow::Result<ClusterMessage> {
+        let got = wire::read_frame(&mut Deadlined {
+            stream: &self.stream,
+            deadline: Instant::now() + self.timeout,
+        });
+        got.map_err(|e| self.describe(e, &format!("waiting for {waiting_for}")))
     }
 
     /// Best effort: tells the peer why we stop. Errors are ignored, the

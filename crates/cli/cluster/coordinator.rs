@@ -1,424 +1,580 @@
-//! Rank 0's coordinator: gathers the ranks, sends the table, runs the
-//! rounds, judges, writes the report. The decisions are
-//! `engine::cluster`'s state machines (`Gathering`, `RoundTracker`,
-//! `judge`); this driver moves frames: one thread accepts, one thread per
-//! rank reads its connection and forwards what it reads as an [`Event`],
-//! and this thread, the only one that decides, waits on those events
-//! with the machines' deadlines. One connection per rank; the pairs'
-//! connections are the ranks' own.
+//! Rank 0's coordinator driver: one thread, one event loop (mio: epoll
+//! underneath) over every rank's connection, and the state machine
+//! [`engine::cluster::coordinator::Coordinator`] that decides. The loop
+//! only moves bytes: it accepts, reads each rank's frames as they come
+//! (a [`FrameReader`] per connection), hands them to the machine with the
+//! time, and writes what the machine sends through a bounded out-queue
+//! per rank; a rank that stops reading is dropped when its queue passes
+//! [`OUT_QUEUE_CAP`], never waited for. At the end it judges, prints,
+//! writes the report and tells the ranks.
+//!
+//! Why mio: a readiness loop of one thread holds 16,384 connections in a
+//! few megabytes, where a thread per rank (as before) needed 16,385
+//! threads and two descriptors a connection; `poll(2)` through nix would
+//! scan every descriptor on each wake. mio is the event loop under tokio,
+//! kept by the tokio project, and adds no runtime (docs/cluster.md).
 
-use std::collections::HashMap;
-use std::io::{IsTerminal as _, Write as _};
-use std::net::TcpStream;
+use std::collections::VecDeque;
+use std::io::{self, IsTerminal as _, Read as _, Write as _};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use engine::cluster::html;
-use engine::cluster::pair_test::PairTest;
-use engine::cluster::rails;
-use engine::cluster::rendezvous::{
-    Gathering, GatheringState, Identity, RoundReport, RoundState, RoundTracker,
+use engine::cluster::coordinator::{
+    Coordinator, Note, Recipient, ScheduleChoice as MachineSchedule, Setup, refusal,
 };
+use engine::cluster::html;
+use engine::cluster::messages::ClusterMessage;
+use engine::cluster::rails;
 use engine::cluster::report::{self, Roster};
-use engine::cluster::schedule::{self, Pattern, Rank, Round, Schedule};
-use engine::cluster::verdict::{self, Measurement, NodeFacts, Outcome};
-use engine::fabric::link::CounterRise;
-use engine::proto::wire::Message;
+use engine::cluster::schedule::Rank;
+use engine::cluster::verdict::{self, Measurement};
+use engine::proto::wire::{self, FrameReader};
+use mio::net::{TcpListener, TcpStream};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
 
 use super::{ClusterPlan, ScheduleChoice};
-use crate::oob::{Channel, Listener};
+use crate::oob::Listener;
 use crate::stop::{self, Interrupted};
-use crate::wait::{self, Woke};
 
 /// How long an arriving connection has to send its whole join.
 const JOIN_BOUND: Duration = Duration::from_secs(10);
 
-/// The longest the coordinator sleeps before it looks at signals.
+/// The longest the loop sleeps before it looks at signals and the
+/// joins' bounds.
 const TICK: Duration = Duration::from_millis(500);
 
-/// What the reading threads tell the coordinator.
+/// Most bytes queued for one rank that it has not read: far above what
+/// the run sends a rank at once (a start and a round message: a few
+/// hundred bytes), so only a rank that stopped reading reaches it.
+pub const OUT_QUEUE_CAP: usize = 256 << 10;
+
+/// After the end messages, how long the loop keeps writing them to ranks
+/// slow to read.
+const END_FLUSH: Duration = Duration::from_secs(5);
+
+const LISTENER: Token = Token(usize::MAX - 1);
+const STOP: Token = Token(usize::MAX - 2);
+
+/// One accepted connection: before its join, `rank` is `None` and it
+/// must join by `join_by`.
 #[derive(Debug)]
-enum Event {
-    /// A connection sent its join; `writer` sends to it.
-    Joined {
-        conn: u64,
-        identity: Identity,
-        writer: Channel,
-    },
-    /// A joined connection sent a message.
-    Said { conn: u64, msg: Message },
-    /// A joined connection closed or failed.
-    Closed { conn: u64, why: String },
+struct Conn {
+    stream: TcpStream,
+    peer: SocketAddr,
+    reader: FrameReader,
+    rank: Option<Rank>,
+    join_by: Instant,
+    /// Frames to write, the first from `written` on.
+    out: VecDeque<Arc<[u8]>>,
+    written: usize,
+    queued: usize,
+    /// Close once `out` is written (a refusal).
+    closing: bool,
 }
 
-/// The ranks' connections, by connection and by rank.
+/// Every connection by token, and each rank's token.
 #[derive(Debug, Default)]
-struct Ranks {
-    rank_of: HashMap<u64, Rank>,
-    writer: HashMap<Rank, (u64, Channel)>,
+struct Conns {
+    slots: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    of_rank: Vec<Option<usize>>,
 }
 
-impl Ranks {
-    /// The rank of a connection that is still the rank's.
-    fn rank(&self, conn: u64) -> Option<Rank> {
-        let r = *self.rank_of.get(&conn)?;
-        (self.writer.get(&r)?.0 == conn).then_some(r)
+impl Conns {
+    fn insert(&mut self, conn: Conn) -> usize {
+        match self.free.pop() {
+            Some(t) => {
+                self.slots[t] = Some(conn);
+                t
+            }
+            None => {
+                self.slots.push(Some(conn));
+                self.slots.len() - 1
+            }
+        }
     }
 
-    /// Sends to rank `r`; `false` when it cannot be reached (it is then
-    /// dropped).
-    fn send(&mut self, r: Rank, msg: &Message) -> bool {
-        let ok = self
-            .writer
-            .get_mut(&r)
-            .is_some_and(|(_, ch)| ch.send(msg).is_ok());
-        if !ok {
-            self.writer.remove(&r);
+    fn remove(&mut self, poll: &Poll, t: usize) -> Option<Conn> {
+        let mut conn = self.slots.get_mut(t)?.take()?;
+        let _ = poll.registry().deregister(&mut conn.stream);
+        if let Some(r) = conn.rank
+            && self.of_rank.get(r as usize) == Some(&Some(t))
+        {
+            self.of_rank[r as usize] = None;
         }
-        ok
+        self.free.push(t);
+        Some(conn)
     }
+}
+
+/// How many descriptors rank 0 needs for a job of `size` ranks: one per
+/// rank's connection, and a margin for its own (listeners, devices,
+/// report files, the process's own).
+pub fn descriptors_needed(size: u32) -> u64 {
+    u64::from(size) + 256
+}
+
+/// Makes sure this process may open `needed` descriptors: raises the
+/// soft open-files limit to the hard one when it is lower than that.
+///
+/// # Errors
+/// A usage error naming the numbers and the fix when even the hard limit
+/// is too low.
+pub fn ensure_open_files(needed: u64, what: &str) -> Result<(), crate::UsageError> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)
+        .map_err(|e| crate::UsageError(format!("cannot read the open-files limit: {e}")))?;
+    if soft >= needed {
+        return Ok(());
+    }
+    if hard < needed {
+        return Err(crate::UsageError(format!(
+            "{what} needs {needed} open files, and this process may open at most {hard} \
+             (hard limit; soft {soft}): raise it where the job starts — `ulimit -n {needed}` in \
+             the job script, Slurm's PropagateResourceLimits (or the slurmd's LimitNOFILE), \
+             systemd's LimitNOFILE= for a service"
+        )));
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
+        .map_err(|e| crate::UsageError(format!("cannot raise the open-files limit to {hard}: {e}")))
+}
+
+/// The kernel's cap on a listen backlog (`net.core.somaxconn`), or 4,096
+/// (its default since Linux 5.4) when it cannot be read.
+fn somaxconn() -> i32 {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4_096)
 }
 
 /// Runs the coordinator on `listener`; the run's exit code.
 ///
 /// # Errors
-/// A signal, or a failure to write the report.
+/// A signal, a bad pairs file (a usage error), or a failure to write the
+/// report.
 pub fn run(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<u8> {
     let started = Instant::now();
     let test = &plan.test;
-    let (tx, rx) = mpsc::channel();
-    let gathered = Arc::new(AtomicBool::new(false));
-    // Every wait of a reader: the longest rank 0 itself may be silent
-    // (the gathering, a round) and a margin.
-    let silence = plan.rendezvous_timeout.max(test.round_budget()) + Duration::from_secs(30);
-    thread::scope(|s| -> anyhow::Result<u8> {
-        let accepting = {
-            let gathered = gathered.clone();
-            let tx = tx.clone();
-            thread::Builder::new()
-                .name("accept".into())
-                .spawn_scoped(s, move || accept(listener, &tx, &gathered, silence))?
-        };
-        drop(tx);
-        let result = coordinate(plan, &rx, &gathered, started);
-        gathered.store(true, Ordering::Relaxed);
-        let _ = accepting.join();
-        result
-    })
-}
-
-/// Accepts connections until the gathering ends; each gets a reading
-/// thread.
-fn accept(listener: &Listener, tx: &Sender<Event>, gathered: &AtomicBool, silence: Duration) {
-    let mut conn = 0u64;
-    while !gathered.load(Ordering::Relaxed) {
-        match listener.try_accept() {
-            Ok(Some((stream, _))) => {
-                conn += 1;
-                let tx = tx.clone();
-                let id = conn;
-                let spawned = thread::Builder::new()
-                    .name(format!("rank-conn-{id}"))
-                    .stack_size(128 << 10)
-                    .spawn(move || read_rank(stream, id, &tx, silence));
-                if let Err(e) = spawned {
-                    eprintln!(
-                        "rdmaperf cluster: coordinator: cannot read a rank's connection: {e}"
-                    );
-                }
-            }
-            Ok(None) => match wait::until_readable(&[listener.fd()], Some(Instant::now() + TICK)) {
-                Ok(Woke::Stop(_)) => return,
-                Ok(_) => {}
-                Err(e) => {
-                    eprintln!("rdmaperf cluster: coordinator: waiting for ranks: {e}");
-                    return;
-                }
+    let std_listener = listener
+        .try_clone_std()
+        .context("rank 0's listener for the ranks")?;
+    // As many joins as the kernel lets wait (std's default is 128): 16,384
+    // ranks start together (they also retry with jittered backoff).
+    let backlog = somaxconn();
+    nix::sys::socket::listen(
+        &std_listener,
+        nix::sys::socket::Backlog::new(backlog).unwrap_or(nix::sys::socket::Backlog::MAXCONN),
+    )
+    .context("setting the listen backlog")?;
+    let mut listen = TcpListener::from_std(std_listener);
+    let mut poll = Poll::new().context("creating the event loop")?;
+    poll.registry()
+        .register(&mut listen, LISTENER, Interest::READABLE)?;
+    if let Some(fd) = stop::pipe() {
+        use std::os::fd::AsRawFd as _;
+        poll.registry()
+            .register(&mut SourceFd(&fd.as_raw_fd()), STOP, Interest::READABLE)?;
+    }
+    let size = plan.launch.size;
+    let mut machine = Coordinator::new(
+        Setup {
+            size,
+            version: env!("CARGO_PKG_VERSION").into(),
+            test: test.clone(),
+            rendezvous_timeout: plan.rendezvous_timeout,
+            schedule: match &plan.coordinating.schedule {
+                ScheduleChoice::Pattern(p) => MachineSchedule::Pattern(*p),
+                ScheduleChoice::PairsFile(t) => MachineSchedule::PairsFile(t.clone()),
             },
-            Err(e) => {
-                eprintln!("rdmaperf cluster: coordinator: accepting a rank: {e}");
-                thread::sleep(TICK);
-            }
-        }
-    }
-}
-
-/// One rank's connection: its join (within [`JOIN_BOUND`]; anything
-/// else — a port scan, another protocol — is dropped), then every
-/// message it sends, until it closes or is silent past `silence`.
-fn read_rank(stream: TcpStream, conn: u64, tx: &Sender<Event>, silence: Duration) {
-    let channels = stream
-        .try_clone()
-        .map_err(anyhow::Error::from)
-        .and_then(|w| Ok((Channel::new(stream, JOIN_BOUND)?, Channel::new(w, silence)?)));
-    let Ok((mut reader, writer)) = channels else {
-        return;
+            thresholds: plan.coordinating.thresholds.clone(),
+            ignore_counters: plan.coordinating.ignore_counters.clone(),
+        },
+        started,
+    );
+    let mut conns = Conns {
+        of_rank: vec![None; size as usize],
+        ..Conns::default()
     };
-    let identity = match reader.recv_first("a rank's join") {
-        Ok(Message::ClusterJoin { identity }) => *identity,
-        Ok(other) => {
-            eprintln!(
-                "rdmaperf cluster: coordinator: {} sent {} instead of a join: dropped",
-                reader.peer(),
-                other.name()
-            );
-            return;
-        }
-        Err(e) => {
-            eprintln!("rdmaperf cluster: coordinator: dropped a connection: {e:#}");
-            return;
-        }
-    };
-    reader.set_timeout(silence);
-    if tx
-        .send(Event::Joined {
-            conn,
-            identity,
-            writer,
-        })
-        .is_err()
-    {
-        return;
-    }
-    loop {
-        let event = match reader.recv("a rank's report") {
-            Ok(msg) => Event::Said { conn, msg },
-            Err(e) => Event::Closed {
-                conn,
-                why: format!("{e:#}"),
-            },
-        };
-        let closed = matches!(event, Event::Closed { .. });
-        if tx.send(event).is_err() || closed {
-            return;
-        }
-    }
-}
-
-/// The next event before `deadline`, waking every [`TICK`] to look at
-/// signals; `None` at the deadline.
-fn next_event(rx: &Receiver<Event>, deadline: Instant) -> anyhow::Result<Option<Event>> {
+    let mut events = Events::with_capacity(4_096);
+    let mut scratch = vec![0u8; 64 << 10];
+    let mut out = crate::output::Stdout;
+    let cpu_at_start = thread_cpu();
+    let mut bad_schedule = None;
+    let mut ending: Option<(Instant, u8)> = None;
     loop {
         if let Some(sig) = stop::requested() {
             return Err(Interrupted(sig).into());
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Ok(None);
+        let now = Instant::now();
+        let mut wake = now + TICK;
+        if let Some(d) = machine.poll_timeout() {
+            wake = wake.min(d);
         }
-        match rx.recv_timeout(left.min(TICK)) {
-            Ok(e) => return Ok(Some(e)),
-            Err(RecvTimeoutError::Timeout) => {}
-            // Nobody left to hear from: wait out the deadline.
-            Err(RecvTimeoutError::Disconnected) => thread::sleep(left.min(TICK)),
+        if let Some((by, _)) = ending {
+            wake = wake.min(by);
+        }
+        poll.poll(&mut events, Some(wake.saturating_duration_since(now)))
+            .or_else(|e| {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            })
+            .context("waiting for the ranks")?;
+        for event in &events {
+            match event.token() {
+                LISTENER => accept_all(&listen, &poll, &mut conns, size)?,
+                STOP => {}
+                Token(t) => {
+                    if event.is_readable() || event.is_read_closed() || event.is_error() {
+                        read_conn(&poll, &mut conns, t, &mut machine, &mut scratch);
+                    }
+                    if event.is_writable() {
+                        write_conn(&poll, &mut conns, t, &mut machine);
+                    }
+                }
+            }
+        }
+        let now = Instant::now();
+        if machine.poll_timeout().is_some_and(|d| d <= now) {
+            machine.handle_timeout(now);
+        }
+        drop_unjoined(&poll, &mut conns, now);
+        send_all(&poll, &mut conns, &mut machine);
+        while let Some(note) = machine.poll_note() {
+            match note {
+                Note::Plan(line) => writeln!(out, "{line}").map_err(crate::stdout_write_error)?,
+                Note::Retest { suspects, rounds } => writeln!(
+                    out,
+                    "plan: retest of {suspects} suspect ranks against known-good ones: {rounds} rounds"
+                )
+                .map_err(crate::stdout_write_error)?,
+                Note::BadSchedule(e) => bad_schedule = Some(e),
+                Note::Done => {}
+                other => say(&other),
+            }
+        }
+        if let Some((by, code)) = ending {
+            let pending = conns.slots.iter().flatten().any(|c| !c.out.is_empty());
+            if !pending || Instant::now() >= by {
+                return match bad_schedule {
+                    Some(e) => Err(crate::UsageError(e).into()),
+                    None => Ok(code),
+                };
+            }
+            continue;
+        }
+        if machine.is_ended() {
+            // The gathering found no schedule to run (a bad pairs file).
+            ending = Some((Instant::now() + END_FLUSH, 2));
+            send_all(&poll, &mut conns, &mut machine);
+            continue;
+        }
+        if machine.is_done() {
+            progress_done();
+            if let Some(line) =
+                round_time_line(machine.round_times(), thread_cpu().saturating_sub(cpu_at_start))
+            {
+                eprintln!("rdmaperf cluster: {line}");
+            }
+            let code = finish(plan, &mut machine, started)?;
+            send_all(&poll, &mut conns, &mut machine);
+            ending = Some((Instant::now() + END_FLUSH, code));
         }
     }
 }
 
-/// The coordinator's decisions, from the gathering to the end.
-fn coordinate(
-    plan: &ClusterPlan,
-    rx: &Receiver<Event>,
-    gathered: &AtomicBool,
-    started: Instant,
-) -> anyhow::Result<u8> {
-    let size = plan.launch.size;
-    let test = &plan.test;
-    let mut ranks = Ranks::default();
-    let mut gathering = Gathering::new(
-        size,
-        env!("CARGO_PKG_VERSION"),
-        started,
-        plan.rendezvous_timeout,
-    );
-    while let GatheringState::Waiting(deadline) = gathering.poll(Instant::now()) {
-        match next_event(rx, deadline)? {
-            None => {}
-            Some(Event::Joined {
-                conn,
-                identity,
-                mut writer,
-            }) => {
+/// A note of the machine's on stderr.
+fn say(note: &Note) {
+    match note {
+        Note::NeverCame(ranks) => {
+            for r in ranks {
+                eprintln!("rdmaperf cluster: rank {r} did not join within --rendezvous-timeout");
+            }
+        }
+        Note::Left { rank, round, why } => match round {
+            Some(k) => eprintln!(
+                "rdmaperf cluster: rank {rank} left in round {k}: {why}; its pairs are 'peer missing' from now on"
+            ),
+            None => eprintln!(
+                "rdmaperf cluster: rank {rank} cannot be reached: {why}; dropped from the run"
+            ),
+        },
+        Note::Silent { rank, round, bound } => eprintln!(
+            "rdmaperf cluster: rank {rank} sent no report within round {round}'s bound of {bound:?}: dropped from the run"
+        ),
+        Note::RoundDone {
+            label,
+            number,
+            of,
+            pairs,
+            unmeasured,
+            ..
+        } => progress(&format!(
+            "rdmaperf cluster: {label} {number} of {of}: {pairs} pairs; {unmeasured} directions in error or with a peer missing so far"
+        )),
+        Note::Plan(_) | Note::Retest { .. } | Note::BadSchedule(_) | Note::Done => {}
+    }
+}
+
+/// Accepts every waiting connection (more than the job could hold are
+/// closed at once: a port scan or a storm cannot exhaust descriptors).
+fn accept_all(listen: &TcpListener, poll: &Poll, conns: &mut Conns, size: u32) -> anyhow::Result<()> {
+    loop {
+        match listen.accept() {
+            Ok((mut stream, peer)) => {
+                let open = conns.slots.len() - conns.free.len();
+                if open >= size as usize * 2 + 64 {
+                    continue; // dropped: closed as it goes out of scope
+                }
+                let _ = stream.set_nodelay(true);
+                let t = conns.free.last().copied().unwrap_or(conns.slots.len());
+                if let Err(e) = poll.registry().register(
+                    &mut stream,
+                    Token(t),
+                    Interest::READABLE | Interest::WRITABLE,
+                ) {
+                    eprintln!("rdmaperf cluster: coordinator: cannot watch {peer}: {e}");
+                    continue;
+                }
+                let got = conns.insert(Conn {
+                    stream,
+                    peer,
+                    reader: FrameReader::default(),
+                    rank: None,
+                    join_by: Instant::now() + JOIN_BOUND,
+                    out: VecDeque::new(),
+                    written: 0,
+                    queued: 0,
+                    closing: false,
+                });
+                debug_assert_eq!(got, t);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                // EMFILE and the like: say so, the ranks retry.
+                eprintln!("rdmaperf cluster: coordinator: accepting a rank: {e}");
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Reads all that connection `t` has, hands each whole frame to the
+/// machine; a closed or broken connection leaves the run.
+fn read_conn(poll: &Poll, conns: &mut Conns, t: usize, machine: &mut Coordinator, scratch: &mut [u8]) {
+    let why = loop {
+        let Some(Some(conn)) = conns.slots.get_mut(t) else {
+            return;
+        };
+        match conn.stream.read(scratch) {
+            Ok(0) => break "the connection closed".to_owned(),
+            Ok(n) => {
+                conn.reader.feed(&scratch[..n]);
+                if let Err(why) = take_frames(conns, t, machine) {
+                    break why;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => break e.to_string(),
+        }
+    };
+    close(poll, conns, t, machine, &why);
+}
+
+/// Every whole frame connection `t` holds, to the machine; `Err` with why
+/// the connection must close.
+fn take_frames(conns: &mut Conns, t: usize, machine: &mut Coordinator) -> Result<(), String> {
+    loop {
+        let Some(Some(conn)) = conns.slots.get_mut(t) else {
+            return Ok(());
+        };
+        if conn.closing {
+            return Ok(());
+        }
+        let msg = match conn.reader.next::<ClusterMessage>() {
+            Ok(Some(m)) => m,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                if conn.rank.is_none() {
+                    // A port scan, another protocol: dropped quietly.
+                    eprintln!(
+                        "rdmaperf cluster: coordinator: dropped a connection from {}: {e}",
+                        conn.peer
+                    );
+                }
+                return Err(format!("it sent a bad frame: {e}"));
+            }
+        };
+        let now = Instant::now();
+        match (conn.rank, msg) {
+            (None, ClusterMessage::Join { identity }) => {
                 let rank = identity.rank;
-                match gathering.join(identity) {
+                match machine.handle_join(*identity, now) {
                     Ok(()) => {
-                        ranks.rank_of.insert(conn, rank);
-                        ranks.writer.insert(rank, (conn, writer));
+                        conn.rank = Some(rank);
+                        conns.of_rank[rank as usize] = Some(t);
                     }
                     Err(e) => {
                         eprintln!("rdmaperf cluster: coordinator: refused: {e}");
-                        writer.send_error(&format!("rank 0 refused this rank: {e}"));
+                        if let Ok(bytes) = wire::encode(&refusal(&e)) {
+                            queue(conn, bytes.into());
+                        }
+                        conn.closing = true;
                     }
                 }
             }
-            Some(Event::Closed { conn, .. }) => {
-                if let Some(r) = ranks.rank(conn) {
-                    gathering.left(r);
-                    ranks.writer.remove(&r);
+            (None, other) => {
+                eprintln!(
+                    "rdmaperf cluster: coordinator: {} sent {} instead of a join: dropped",
+                    conn.peer,
+                    other.name()
+                );
+                return Err("no join".into());
+            }
+            (Some(rank), msg) => machine.handle(rank, msg, now),
+        }
+    }
+}
+
+/// Queues `bytes` on `conn`.
+fn queue(conn: &mut Conn, bytes: Arc<[u8]>) {
+    conn.queued += bytes.len();
+    conn.out.push_back(bytes);
+}
+
+/// Writes what connection `t` has queued until the socket takes no more.
+fn write_conn(poll: &Poll, conns: &mut Conns, t: usize, machine: &mut Coordinator) {
+    let Some(Some(conn)) = conns.slots.get_mut(t) else {
+        return;
+    };
+    let why = loop {
+        let Some(front) = conn.out.front() else {
+            if conn.closing {
+                break "refused".to_owned();
+            }
+            return;
+        };
+        match conn.stream.write(&front[conn.written..]) {
+            Ok(n) => {
+                conn.written += n;
+                conn.queued -= n;
+                if conn.written == front.len() {
+                    conn.out.pop_front();
+                    conn.written = 0;
                 }
             }
-            Some(Event::Said { .. }) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => break e.to_string(),
         }
+    };
+    close(poll, conns, t, machine, &why);
+}
+
+/// Closes connection `t`; its rank (if it joined) leaves the run.
+fn close(poll: &Poll, conns: &mut Conns, t: usize, machine: &mut Coordinator, why: &str) {
+    if let Some(conn) = conns.remove(poll, t)
+        && let Some(rank) = conn.rank
+        && !conn.closing
+    {
+        machine.handle_lost(rank, why, Instant::now());
     }
-    gathered.store(true, Ordering::Relaxed);
-    let members = gathering.close();
-    let mut alive: Vec<bool> = members.iter().map(Option::is_some).collect();
-    let hosts: Vec<Option<String>> = members
+}
+
+/// Closes connections that did not join within [`JOIN_BOUND`].
+fn drop_unjoined(poll: &Poll, conns: &mut Conns, now: Instant) {
+    let late: Vec<usize> = conns
+        .slots
         .iter()
-        .map(|m| m.as_ref().map(|m| m.host.clone()))
-        .collect();
-    let never_came: Vec<Rank> = (0..size).filter(|&r| !alive[r as usize]).collect();
-    for &r in &never_came {
-        eprintln!("rdmaperf cluster: rank {r} did not join within --rendezvous-timeout");
-    }
-    let present: Vec<Identity> = members.iter().flatten().cloned().collect();
-    let table = Message::ClusterTable {
-        members: present,
-        missing: never_came.clone(),
-        config: serde_json::to_value(test)?,
-    };
-    for r in 0..size {
-        if alive[r as usize] && !ranks.send(r, &table) {
-            alive[r as usize] = false;
-        }
-    }
-    let (pattern, schedule) = match build_schedule(plan, &hosts) {
-        Ok(s) => s,
-        Err(e) => {
-            let line = format!("rdmaperf cluster: {e}");
-            end_all(&mut ranks, size, 2, &line);
-            return Err(crate::UsageError(e).into());
-        }
-    };
-    let mut out = crate::output::Stdout;
-    let plan_text = match pattern {
-        Some(p) => report::plan_line(p, size, &schedule, test.typical_round_s()),
-        None => format!(
-            "plan: pairs file of {size} ranks: {} pairs in {} rounds",
-            schedule.pair_count(),
-            schedule.rounds.len()
-        ),
-    };
-    // Per rank, the rails it tests on (a pair runs on the rails both have).
-    let rail_counts: Vec<u32> = members
-        .iter()
-        .map(|m| m.as_ref().map_or(1, Identity::rail_count))
-        .collect();
-    let most_rails = rail_counts.iter().copied().max().unwrap_or(1);
-    let plan_text = if most_rails > 1 {
-        format!(
-            "{plan_text}; each pair on the rails both ranks have (up to {most_rails}), all at once"
-        )
-    } else {
-        plan_text
-    };
-    writeln!(out, "{plan_text}").map_err(crate::stdout_write_error)?;
-    let mut all: Vec<Measurement> = Vec::new();
-    let mut index = 0u32;
-    let mut round_times: Vec<Duration> = Vec::new();
-    let mut unmeasured = 0usize;
-    let cpu_at_start = thread_cpu();
-    // Per rank: the error counters of its port that rose (its last report's).
-    let mut port_errors: Vec<Vec<CounterRise>> = vec![Vec::new(); size as usize];
-    let mut run_rounds = |rounds: &[Round],
-                          all: &mut Vec<Measurement>,
-                          alive: &mut Vec<bool>,
-                          ranks: &mut Ranks,
-                          label: &str|
-     -> anyhow::Result<()> {
-        for (k, round) in rounds.iter().enumerate() {
-            let round_started = Instant::now();
-            let got = run_round(
-                (index, round),
-                test,
-                rx,
-                alive,
-                ranks,
-                &mut port_errors,
-                &rail_counts,
-            )?;
-            round_times.push(round_started.elapsed());
-            unmeasured += got
-                .iter()
-                .filter(|m| !matches!(m.outcome, Outcome::Measured { .. }))
-                .count();
-            all.extend(got);
-            index += 1;
-            progress(&format!(
-                "rdmaperf cluster: {label} {} of {}: {} pairs; {unmeasured} directions in error or with a peer missing so far",
-                k + 1,
-                rounds.len(),
-                round.pairs.len()
-            ));
-        }
-        Ok(())
-    };
-    run_rounds(&schedule.rounds, &mut all, &mut alive, &mut ranks, "round")?;
-    // What each rank said about its port: its rate (--expect-rate auto).
-    let rates: Vec<(Option<f64>, Vec<Option<f64>>)> = members
-        .iter()
-        .map(|m| match m {
-            Some(m) => (m.rate_gbps, m.rails.iter().map(|r| r.rate_gbps).collect()),
-            None => (None, Vec::new()),
+        .enumerate()
+        .filter_map(|(t, c)| {
+            c.as_ref()
+                .is_some_and(|c| c.rank.is_none() && !c.closing && c.join_by <= now)
+                .then_some(t)
         })
         .collect();
-    // And its rails: a count or rate unlike most ranks' fails it.
-    let rail_findings = rails::findings(
-        &members
-            .iter()
-            .map(|m| m.as_ref().map(|m| m.rails.clone()).unwrap_or_default())
-            .collect::<Vec<_>>(),
-    );
-    if pattern == Some(Pattern::Quick) {
-        let missing: Vec<Rank> = (0..size).filter(|&r| !alive[r as usize]).collect();
-        // The retest is about figures: port errors are judged at the end.
-        let facts = node_facts(&rates, &[], &[], &[]);
-        let first =
-            verdict::judge_with(size, &missing, &all, &plan.coordinating.thresholds, &facts);
-        let (suspects, good) = verdict::retest_candidates(size, &all, &first);
-        let suspects: Vec<Rank> = suspects
-            .into_iter()
-            .filter(|&r| alive[r as usize])
-            .collect();
-        let good: Vec<Rank> = good.into_iter().filter(|&r| alive[r as usize]).collect();
-        let met = |a: Rank, b: Rank| {
-            all.iter()
-                .any(|m| (m.from == a && m.to == b) || (m.from == b && m.to == a))
-        };
-        let retest = schedule::retest(size, &suspects, &good, &met);
-        if !retest.is_empty() {
-            writeln!(
-                out,
-                "plan: retest of {} suspect ranks against known-good ones: {} rounds",
-                suspects.len(),
-                retest.len()
-            )
-            .map_err(crate::stdout_write_error)?;
-            run_rounds(&retest, &mut all, &mut alive, &mut ranks, "retest round")?;
+    for t in late {
+        if let Some(c) = conns.remove(poll, t) {
+            eprintln!(
+                "rdmaperf cluster: coordinator: dropped a connection from {}: no join within {JOIN_BOUND:?}",
+                c.peer
+            );
         }
     }
-    progress_done();
-    if let Some(line) = round_time_line(&round_times, thread_cpu().saturating_sub(cpu_at_start)) {
-        eprintln!("rdmaperf cluster: {line}");
+}
+
+/// Queues and writes everything the machine has to send: a message for
+/// every live rank is encoded once. A rank whose queue passes
+/// [`OUT_QUEUE_CAP`] stopped reading: it leaves the run.
+fn send_all(poll: &Poll, conns: &mut Conns, machine: &mut Coordinator) {
+    let mut touched = Vec::new();
+    while let Some(t) = machine.poll_transmit() {
+        let bytes: Arc<[u8]> = match wire::encode(&t.msg) {
+            Ok(b) => b.into(),
+            Err(e) => {
+                eprintln!("rdmaperf cluster: coordinator: cannot encode {}: {e}", t.msg.name());
+                continue;
+            }
+        };
+        let ranks: Vec<Rank> = match t.to {
+            Recipient::Rank(r) => vec![r],
+            Recipient::EveryLive => machine.live().collect(),
+        };
+        for r in ranks {
+            let Some(tok) = conns.of_rank.get(r as usize).copied().flatten() else {
+                machine.handle_lost(r, "no connection", Instant::now());
+                continue;
+            };
+            let Some(Some(conn)) = conns.slots.get_mut(tok) else {
+                continue;
+            };
+            queue(conn, bytes.clone());
+            if conn.queued > OUT_QUEUE_CAP {
+                close(
+                    poll,
+                    conns,
+                    tok,
+                    machine,
+                    &format!("it stopped reading ({OUT_QUEUE_CAP} bytes unread)"),
+                );
+                continue;
+            }
+            touched.push(tok);
+        }
     }
+    touched.sort_unstable();
+    touched.dedup();
+    for t in touched {
+        write_conn(poll, conns, t, machine);
+    }
+}
+
+/// The end of the run: verdicts, stdout, the report, then each rank's end
+/// message queued; the run's exit code.
+fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> anyhow::Result<u8> {
+    let test = &plan.test;
+    let mut out = crate::output::Stdout;
     let judging = Instant::now();
-    let missing: Vec<Rank> = (0..size).filter(|&r| !alive[r as usize]).collect();
-    let facts = node_facts(
-        &rates,
-        &port_errors,
-        &plan.coordinating.ignore_counters,
-        &rail_findings,
-    );
-    let judged = verdict::judge_with(size, &missing, &all, &plan.coordinating.thresholds, &facts);
+    let judged = machine.judge();
+    let all = machine.measurements();
     eprintln!(
         "rdmaperf cluster: judged {} directions in {:.1?}",
         all.len(),
         judging.elapsed()
     );
+    let members = machine.members();
+    let hosts: Vec<Option<String>> = members
+        .iter()
+        .map(|m| m.as_ref().map(|m| m.host.clone()))
+        .collect();
     let devices: Vec<Option<String>> = members
         .iter()
         .map(|m| m.as_ref().map(|m| m.device.clone()))
@@ -447,7 +603,7 @@ fn coordinate(
     for line in &node_lines {
         writeln!(out, "{line}").map_err(crate::stdout_write_error)?;
     }
-    for line in report::failure_lines(&all, &judged, roster) {
+    for line in report::failure_lines(all, &judged, roster) {
         writeln!(out, "{line}").map_err(crate::stdout_write_error)?;
     }
     let measured = all.iter().filter_map(Measurement::bw).collect();
@@ -455,7 +611,7 @@ fn coordinate(
     // With several rails: what two nodes move between them at once, every
     // rail added up (on stdout and in the report).
     let pair_sums = if judged.rail_count() > 1 {
-        report::pair_sums(&all, &judged, roster)
+        report::pair_sums(all, &judged, roster)
     } else {
         Vec::new()
     };
@@ -484,208 +640,21 @@ fn coordinate(
     let written = match &plan.coordinating.report {
         Some(dir) => write_report(
             dir,
-            &all,
+            all,
             &judged,
             &pair_sums,
             roster,
             html::PageFacts {
-                plan: &plan_text,
+                plan: machine.plan(),
                 test: &test.describe(),
                 duration_s: took,
             },
         ),
         None => Ok(()),
     };
-    for r in 0..size {
-        let line = node_lines.get(r as usize).cloned().unwrap_or_default();
-        ranks.send(
-            r,
-            &Message::ClusterEnd {
-                exit_code: code,
-                line,
-            },
-        );
-    }
+    machine.end(code, &|r| node_lines.get(r as usize).cloned().unwrap_or_default());
     written?;
     Ok(code)
-}
-
-/// Each rank's [`NodeFacts`]: its port's rate and the error counters that
-/// rose (none when `port_errors` is empty), but those `ignore` names
-/// (`--ignore-counter`: a name, or a prefix ending in `*`).
-fn node_facts(
-    rates: &[(Option<f64>, Vec<Option<f64>>)],
-    port_errors: &[Vec<CounterRise>],
-    ignore: &[String],
-    rail_findings: &[Vec<String>],
-) -> Vec<NodeFacts> {
-    let ignored = |name: &str| {
-        // A rail's counter is named after its port: `mlx5_1:1 counters/...`.
-        let name = name.rsplit(' ').next().unwrap_or(name);
-        ignore.iter().any(|i| match i.strip_suffix('*') {
-            Some(prefix) => name.starts_with(prefix),
-            None => name == i,
-        })
-    };
-    rates
-        .iter()
-        .enumerate()
-        .map(|(r, (rate_gbps, rail_rates))| NodeFacts {
-            rate_gbps: *rate_gbps,
-            rail_rates_gbps: rail_rates.clone(),
-            port_errors: port_errors
-                .get(r)
-                .map(|e| e.iter().filter(|c| !ignored(&c.name)).cloned().collect())
-                .unwrap_or_default(),
-            rail_findings: rail_findings.get(r).cloned().unwrap_or_default(),
-        })
-        .collect()
-}
-
-/// Tells every rank the run is over with `code` and `line`.
-fn end_all(ranks: &mut Ranks, size: u32, code: u8, line: &str) {
-    for r in 0..size {
-        ranks.send(
-            r,
-            &Message::ClusterEnd {
-                exit_code: code,
-                line: line.to_owned(),
-            },
-        );
-    }
-}
-
-/// The schedule rank 0's flags ask for (`None` as the pattern: a pairs
-/// file).
-///
-/// # Errors
-/// The pairs file's first bad line.
-fn build_schedule(
-    plan: &ClusterPlan,
-    hosts: &[Option<String>],
-) -> Result<(Option<Pattern>, Schedule), String> {
-    let size = plan.launch.size;
-    let built = match &plan.coordinating.schedule {
-        ScheduleChoice::Pattern(p) => match p {
-            Pattern::AllPairs => schedule::all_pairs(size),
-            Pattern::Quick => schedule::quick(size),
-            Pattern::Ring => schedule::ring(size),
-        }
-        .map(|s| (Some(*p), s)),
-        ScheduleChoice::PairsFile(text) => {
-            // A host name names its rank when one rank runs there.
-            let names = |name: &str| -> Option<Rank> {
-                let mut on = hosts
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, h)| h.as_deref() == Some(name));
-                match (on.next(), on.next()) {
-                    (Some((r, _)), None) => Rank::try_from(r).ok(),
-                    _ => None,
-                }
-            };
-            schedule::from_pairs_file(text, &names, size).map(|s| (None, s))
-        }
-    };
-    built.map_err(|e| format!("--pairs-file/--pattern: {e}"))
-}
-
-/// One round: each live rank is sent its partner (or none), the reports
-/// are collected until all came or the round's budget passed; ranks that
-/// close their connection or stay silent are dropped from the run.
-fn run_round(
-    (index, round): (u32, &Round),
-    test: &PairTest,
-    rx: &Receiver<Event>,
-    alive: &mut [bool],
-    ranks: &mut Ranks,
-    port_errors: &mut [Vec<CounterRise>],
-    rail_counts: &[u32],
-) -> anyhow::Result<Vec<Measurement>> {
-    let size = alive.len();
-    let mut partner: Vec<Option<(Rank, bool)>> = vec![None; size];
-    for p in &round.pairs {
-        partner[p.server as usize] = Some((p.client, true));
-        partner[p.client as usize] = Some((p.server, false));
-    }
-    let mut lost = Vec::new();
-    for (r, slot) in partner.iter().enumerate() {
-        let rank = r as Rank;
-        if !alive[r] {
-            continue;
-        }
-        let msg = Message::ClusterRound {
-            round: index,
-            partner: slot.map(|(p, _)| p),
-            serve: slot.is_some_and(|(_, s)| s),
-        };
-        if !ranks.send(rank, &msg) {
-            lost.push(rank);
-        }
-    }
-    let mut tracker = RoundTracker::start(index, round, alive, Instant::now(), test.round_budget())
-        .with_rails(rail_counts.to_vec());
-    for r in lost {
-        eprintln!("rdmaperf cluster: rank {r} cannot be reached: dropped from the run");
-        tracker.lost(r);
-        alive[r as usize] = false;
-    }
-    loop {
-        let deadline = match tracker.poll(Instant::now()) {
-            RoundState::Done => break,
-            RoundState::Waiting(d) => d,
-        };
-        match next_event(rx, deadline)? {
-            None => {}
-            Some(Event::Said {
-                conn,
-                msg:
-                    Message::ClusterReport {
-                        round,
-                        measurements,
-                        port_errors: risen,
-                    },
-            }) if round == index => {
-                if let Some(rank) = ranks.rank(conn) {
-                    if let Some(slot) = port_errors.get_mut(rank as usize) {
-                        *slot = risen;
-                    }
-                    tracker.report(RoundReport { rank, measurements });
-                }
-            }
-            Some(Event::Said { .. }) => {}
-            Some(Event::Closed { conn, why }) => {
-                if let Some(rank) = ranks.rank(conn) {
-                    eprintln!(
-                        "rdmaperf cluster: rank {rank} left in round {index}: {why}; its pairs are 'peer missing' from now on"
-                    );
-                    tracker.lost(rank);
-                    alive[rank as usize] = false;
-                    ranks.writer.remove(&rank);
-                }
-            }
-            Some(Event::Joined {
-                mut writer,
-                identity,
-                ..
-            }) => {
-                writer.send_error(&format!(
-                    "rank {} arrived after the rendezvous ended",
-                    identity.rank
-                ));
-            }
-        }
-    }
-    let (measurements, silent) = tracker.finish();
-    for r in silent {
-        eprintln!(
-            "rdmaperf cluster: rank {r} sent no report within round {index}'s bound of {:?}: dropped from the run",
-            test.round_budget()
-        );
-        alive[r as usize] = false;
-        ranks.writer.remove(&r);
-    }
-    Ok(measurements)
 }
 
 /// A round's progress line on stderr: rewritten in place on a terminal

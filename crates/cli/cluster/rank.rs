@@ -14,10 +14,10 @@ use anyhow::{Context as _, bail};
 use engine::cluster::pair_test::PairTest;
 use engine::cluster::rails::{self, Rail, RailSelection, RailSpec};
 use engine::cluster::rendezvous::{self, Identity};
-use engine::cluster::schedule::Rank;
 use engine::cluster::verdict::{EXIT_RANKS_MISSING, Measurement};
 use engine::fabric::link::{CounterRise, CounterSnapshot, rises};
-use engine::proto::wire::{self, Message};
+use engine::cluster::messages::{self, ClusterMessage, Contact};
+use engine::proto::wire;
 
 use super::ClusterPlan;
 use super::coordinator;
@@ -64,6 +64,12 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let coordinating = if me == 0 {
+        // Rank 0 holds a connection per rank: a limit too low for the
+        // job is said now, before any wait.
+        coordinator::ensure_open_files(
+            coordinator::descriptors_needed(plan.launch.size),
+            &format!("rank 0 of {} ranks", plan.launch.size),
+        )?;
         let l = Listener::bind("0.0.0.0", plan.coordinator.port).with_context(|| {
             format!(
                 "rank 0 cannot listen for the ranks on port {}",
@@ -163,55 +169,44 @@ fn take_part(
     let several = ports.len() > 1;
     let risen = || -> Vec<CounterRise> {
         let mut all: Vec<CounterRise> = ports.iter().flat_map(|p| p.risen(several)).collect();
-        all.truncate(wire::MAX_REPORT_PORT_ERRORS);
+        all.truncate(messages::MAX_REPORT_PORT_ERRORS);
         all
     };
-    ch.send(&Message::ClusterJoin {
+    ch.send_cluster(&ClusterMessage::Join {
         identity: Box::new(identity),
     })?;
     // Rank 0 answers when all have come or at its deadline.
     ch.set_timeout(plan.rendezvous_timeout + COORDINATOR_SLACK);
-    let (members, test) = match ch.recv("the table of ranks from rank 0")? {
-        Message::ClusterTable {
-            members, config, ..
-        } => {
-            let test: PairTest = serde_json::from_value(config)
-                .context("rank 0 sent a test configuration this rank cannot read")?;
-            if let Some(p) = test.problem() {
+    let test = match ch.recv_cluster("the start from rank 0")? {
+        ClusterMessage::Start { config, .. } => {
+            if let Some(p) = config.problem() {
                 bail!("rank 0 sent a test this rank refuses: {p}");
             }
-            (members, test)
+            config
         }
-        Message::ClusterEnd { exit_code, line } => {
+        ClusterMessage::End { exit_code, line } => {
             return Ok((exit_code, wire::printable(&line, wire::MAX_PEER_TEXT)));
         }
-        other => bail!("rank 0 sent {} instead of the table", other.name()),
-    };
-    // The table is in rank order (a table out of order finds nothing:
-    // the pair is then skipped, never a panic).
-    let find = |r: Rank| {
-        members
-            .binary_search_by_key(&r, |m| m.rank)
-            .ok()
-            .map(|i| &members[i])
+        other => bail!("rank 0 sent {} instead of the start", other.name()),
     };
     // Between rounds rank 0 waits for the slowest pair; after the last,
     // it judges and writes the report.
     ch.set_timeout(test.round_budget() + COORDINATOR_SLACK + END_BOUND_PER_RANK * plan.launch.size);
     loop {
-        match ch.recv("the next round from rank 0")? {
-            Message::ClusterRound {
+        match ch.recv_cluster("the next round from rank 0")? {
+            ClusterMessage::Round {
                 round,
                 partner,
                 serve,
             } => {
-                let measurements = match partner.and_then(|p| find(p).map(|m| (p, m))) {
-                    Some((p, partner)) => {
+                let measurements = match partner {
+                    Some(partner) => {
                         let started = Instant::now();
-                        let m = every_rail(plan, &test, sides, round, p, partner, serve);
+                        let m = every_rail(plan, &test, sides, round, &partner, serve);
                         if !test.simulate {
                             eprintln!(
-                                "rdmaperf cluster: rank {me}: round {round} with rank {p} in {:.1?}",
+                                "rdmaperf cluster: rank {me}: round {round} with rank {} in {:.1?}",
+                                partner.rank,
                                 started.elapsed()
                             );
                         }
@@ -219,13 +214,13 @@ fn take_part(
                     }
                     None => Vec::new(),
                 };
-                ch.send(&Message::ClusterReport {
+                ch.send_cluster(&ClusterMessage::Report {
                     round,
                     measurements,
                     port_errors: risen(),
                 })?;
             }
-            Message::ClusterEnd { exit_code, line } => {
+            ClusterMessage::End { exit_code, line } => {
                 return Ok((exit_code, wire::printable(&line, wire::MAX_PEER_TEXT)));
             }
             other => bail!("rank 0 sent {} during the rounds", other.name()),
@@ -242,15 +237,14 @@ fn every_rail(
     test: &PairTest,
     sides: &[RailSide],
     round: u32,
-    p: Rank,
-    partner: &Identity,
+    partner: &Contact,
     serve_first: bool,
 ) -> Vec<Measurement> {
     let shared = rendezvous::shared_rails(sides.len() as u32, partner.rail_count());
     let on_rail = |k: u32| {
         let side = &sides[k as usize];
         bind_to_rail_node(plan, &side.device);
-        both_ways(plan, test, side, (round, k), p, partner, serve_first)
+        both_ways(plan, test, side, (round, k), partner, serve_first)
     };
     if shared == 1 {
         return on_rail(0);
@@ -288,11 +282,11 @@ fn both_ways(
     test: &PairTest,
     side: &RailSide,
     (round, rail): (u32, u32),
-    p: Rank,
-    partner: &Identity,
+    partner: &Contact,
     serve_first: bool,
 ) -> Vec<Measurement> {
     let me = plan.launch.rank;
+    let p = partner.rank;
     let serve = || {
         if let Err(e) = pair::serve(test, &side.device, &side.listener) {
             eprintln!(
@@ -302,20 +296,15 @@ fn both_ways(
     };
     // Under rdma_cm the route to the server's address picks the device:
     // with several rails, rail k's own address (else the one that reached
-    // rank 0).
-    let address = match partner.rails.get(rail as usize) {
-        Some(r) if test.rdma_cm && partner.rail_count() > 1 => {
-            r.address.as_deref().unwrap_or(&partner.address)
-        }
-        _ => &partner.address,
-    };
+    // rank 0): the contact rank 0 sent says which.
+    let address = partner.address_on(rail);
     let send = || {
         pair::send_to(
             test,
             &side.device,
             (me, p),
             (round, rail),
-            (address, partner.rail_port(rail).unwrap_or(0)),
+            (address, partner.port(rail).unwrap_or(0)),
             &plan.simulate_slow,
         )
     };
