@@ -256,7 +256,16 @@ pub fn run(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<u8> {
                 .map_err(crate::stdout_write_error)?,
                 Note::BadSchedule(e) => bad_schedule = Some(e),
                 Note::Done => {}
-                other => say(&other),
+                other => {
+                    say(&other);
+                    // Dropped for its silence: its connection closes, so
+                    // it hears at once that it is out of the run.
+                    if let Note::Silent { rank, .. } = other
+                        && let Some(t) = conns.of_rank.get(rank as usize).copied().flatten()
+                    {
+                        conns.remove(&poll, t);
+                    }
+                }
             }
         }
         if let Some((by, code)) = ending {

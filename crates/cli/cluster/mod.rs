@@ -13,14 +13,16 @@
 //! - [`pair`]: one direction of one pair (a real test, or `--simulate`'s
 //!   fabricated figure);
 //! - [`selftest`]: one rank, the node self-test: rail k against rail k+1.
+//! - [`simulated`]: `--simulate-ranks N`: rank 0's real coordinator, the
+//!   ranks as state machines in helper processes, faults on demand.
 
 pub mod coordinator;
 pub mod pair;
 pub mod rank;
 pub mod selftest;
+pub mod simulated;
 
 use std::path::PathBuf;
-use std::thread;
 use std::time::Duration;
 
 use engine::cluster::launch::{self, Coordinator, CoordinatorSource, Launch, RankFlags};
@@ -34,9 +36,6 @@ use engine::results::lat::parse_max_latency;
 use crate::UsageError;
 use crate::args::{seconds_arg, size_arg};
 use crate::options::DeviceSelection;
-
-/// Most ranks `--simulate-ranks` runs as threads in one process.
-pub const MAX_SIMULATED_RANKS: u32 = 4_096;
 
 /// `rdmaperf cluster`'s flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -136,9 +135,21 @@ pub struct ClusterArgs {
     /// No device: every pair's figure is fabricated (tests the launch, rendezvous, rounds and report).
     #[arg(long)]
     pub simulate: bool,
-    /// Run N ranks as threads of this process (implies --simulate): the coordinator at scale on one machine.
+    /// Run a whole job of N simulated ranks on this machine (implies --simulate): rank 0's real coordinator here, the ranks as state machines in helper processes.
     #[arg(long = "simulate-ranks", value_name = "N")]
     pub simulate_ranks: Option<u32>,
+    /// With --simulate-ranks: this rank never joins (repeatable).
+    #[arg(long = "simulate-absent", value_name = "RANK")]
+    pub simulate_absent: Vec<u32>,
+    /// With --simulate-ranks: this rank closes its connection when round ROUND starts (repeatable).
+    #[arg(long = "simulate-die", value_name = "RANK:ROUND", value_parser = simulated::death_spot)]
+    pub simulate_die: Vec<simulated::DeathSpot>,
+    /// With --simulate-ranks: this rank stops reading once the run starts and never reports (repeatable).
+    #[arg(long = "simulate-mute", value_name = "RANK")]
+    pub simulate_mute: Vec<u32>,
+    /// A helper process of --simulate-ranks: runs ranks FIRST to LAST.
+    #[arg(long = "simulate-fleet", value_name = "FIRST:LAST", value_parser = simulated::rank_range, hide = true)]
+    pub simulate_fleet: Option<(u32, u32)>,
     /// With --simulate: how long each fabricated direction takes, ms (rank 0's counts).
     #[arg(long = "simulate-ms", value_name = "MS", default_value_t = 0)]
     pub simulate_ms: u32,
@@ -412,8 +423,20 @@ impl ClusterArgs {
 /// Usage errors (exit 2) and failures before the run could start.
 pub fn run(args: &ClusterArgs) -> anyhow::Result<u8> {
     crate::stop::install()?;
+    if let Some(range) = args.simulate_fleet {
+        return simulated::run_fleet(args, range);
+    }
     if let Some(n) = args.simulate_ranks {
-        return simulate_ranks(args, n);
+        return simulated::run(args, n);
+    }
+    if !(args.simulate_absent.is_empty()
+        && args.simulate_die.is_empty()
+        && args.simulate_mute.is_empty())
+    {
+        return Err(UsageError(
+            "--simulate-absent, --simulate-die and --simulate-mute need --simulate-ranks".into(),
+        )
+        .into());
     }
     let env = |name: &str| std::env::var(name).ok();
     let plan = args.plan(&env)?;
@@ -434,65 +457,4 @@ pub fn run(args: &ClusterArgs) -> anyhow::Result<u8> {
         plan.coordinator.source,
     );
     rank::run(&plan)
-}
-
-/// `--simulate-ranks N`: ranks 0..N as threads, each with `--rank i
-/// --size N --simulate` on a loopback coordinator; the run's exit code is
-/// rank 0's.
-fn simulate_ranks(args: &ClusterArgs, n: u32) -> anyhow::Result<u8> {
-    if !(2..=MAX_SIMULATED_RANKS).contains(&n) {
-        return Err(UsageError(format!("--simulate-ranks {n}: 2 to {MAX_SIMULATED_RANKS}")).into());
-    }
-    if args.rank.is_some() || args.size.is_some() {
-        return Err(
-            UsageError("--simulate-ranks sets every rank: not with --rank/--size".into()).into(),
-        );
-    }
-    // A free loopback port for the coordinator: bound, read, released
-    // (this process alone uses it; the ranks retry until it listens).
-    let port = std::net::TcpListener::bind(("127.0.0.1", 0))?
-        .local_addr()?
-        .port();
-    let mut plans = Vec::with_capacity(n as usize);
-    for r in 0..n {
-        let mut a = args.clone();
-        a.simulate = true;
-        a.simulate_ranks = None;
-        a.rank = Some(r);
-        a.size = Some(n);
-        a.coordinator = Some(format!("127.0.0.1:{port}"));
-        // No launcher's variables: the flags say who is who.
-        let mut plan = a.plan(&|_| None)?;
-        plan.print_line = false;
-        plans.push(plan);
-    }
-    eprintln!("rdmaperf cluster: simulating {n} ranks as threads, coordinator 127.0.0.1:{port}");
-    let codes = thread::scope(|s| {
-        let handles: Vec<_> = plans
-            .iter()
-            .map(|plan| {
-                thread::Builder::new()
-                    .name(format!("rank-{}", plan.launch.rank))
-                    .stack_size(256 << 10)
-                    .spawn_scoped(s, || rank::run(plan))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a rank's thread panicked"))),
-                Err(e) => Err(anyhow::anyhow!("cannot start a rank's thread: {e}")),
-            })
-            .collect::<Vec<_>>()
-    });
-    let mut codes = codes.into_iter();
-    let first = codes.next().unwrap_or(Ok(1));
-    for (r, c) in codes.enumerate() {
-        if let Err(e) = c {
-            eprintln!("rdmaperf cluster: rank {}: {e:#}", r + 1);
-        }
-    }
-    first
 }

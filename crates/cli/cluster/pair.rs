@@ -104,6 +104,27 @@ pub fn options(
     Ok(built)
 }
 
+/// `--simulate`'s measurement of `me` → `partner` in `round` on `rail`,
+/// at once: the fabricated figure, slow when `slow` covers either rank
+/// on that rail.
+pub fn fabricated(
+    test: &PairTest,
+    (me, partner): (Rank, Rank),
+    (round, rail): (u32, u32),
+    slow: &[SlowSpot],
+) -> Measurement {
+    let is_slow = slow
+        .iter()
+        .any(|s| s.covers(me, rail) || s.covers(partner, rail));
+    Measurement {
+        round,
+        from: me,
+        to: partner,
+        rail,
+        outcome: simulated(test, me, partner, is_slow),
+    }
+}
+
 /// This rank drives data to `partner` at `server` (its address and pair
 /// port) in `round` on `rail` (with `device`, this rank's device on it):
 /// the measurement, an error included. With
@@ -117,15 +138,13 @@ pub fn send_to(
     server: (&str, u16),
     slow: &[SlowSpot],
 ) -> Measurement {
-    let outcome = if test.simulate {
+    if test.simulate {
         std::thread::sleep(std::time::Duration::from_millis(u64::from(
             test.simulate_ms,
         )));
-        let is_slow = slow
-            .iter()
-            .any(|s| s.covers(me, rail) || s.covers(partner, rail));
-        simulated(test, me, partner, is_slow)
-    } else {
+        return fabricated(test, (me, partner), (round, rail), slow);
+    }
+    let outcome = {
         let bw = options(TestSpec::WRITE_BW, test, device, Some(server))
             .and_then(|o| crate::runner::run_pair(&o));
         let lat = test.latency.then(|| {

@@ -321,7 +321,7 @@ fn both_ways(
 
 /// This rank's port in sysfs: its rate, and its error counters when the
 /// rank joined.
-struct PortWatch {
+pub(super) struct PortWatch {
     sysfs_root: std::path::PathBuf,
     device: String,
     port: u8,
@@ -331,7 +331,7 @@ struct PortWatch {
 
 impl PortWatch {
     /// `device`'s port (none for `--simulate` without a device).
-    fn new(plan: &ClusterPlan, device: &DeviceSelection) -> Option<Self> {
+    pub(super) fn new(plan: &ClusterPlan, device: &DeviceSelection) -> Option<Self> {
         let name = device.name.as_deref()?;
         let port = device.port.unwrap_or(1);
         let root = plan.sysfs_root.clone();
@@ -357,7 +357,7 @@ impl PortWatch {
     /// The error counters that rose since the rank joined; with
     /// `several` rails, each named after its port (`mlx5_1:1
     /// counters/symbol_error`).
-    fn risen(&self, several: bool) -> Vec<CounterRise> {
+    pub(super) fn risen(&self, several: bool) -> Vec<CounterRise> {
         let now = crate::sysfs::snapshot_error_counters(&self.sysfs_root, &self.device, self.port);
         let mut r = rises(&self.before, &now);
         if several {
@@ -389,7 +389,7 @@ pub(super) fn bind_to_rail_node(plan: &ClusterPlan, device: &DeviceSelection) {
 }
 
 /// This host's name (the kernel's).
-fn host_name() -> String {
+pub(super) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .ok()

@@ -452,10 +452,16 @@ impl RoundTracker {
     ///
     /// Per pair: a dead rank (before or during the round) makes both
     /// directions [`Outcome::PeerMissing`]; else the client's figures, or
-    /// failing those the server's; a direction nobody reported is an
-    /// [`Outcome::Error`] saying so.
+    /// failing those the server's; a direction nobody reported is
+    /// [`Outcome::PeerMissing`] when one of its ranks was silent (it
+    /// leaves the run, named missing), else an [`Outcome::Error`] saying
+    /// so.
     pub fn finish(self) -> (Vec<Measurement>, Vec<Rank>) {
         let silent = self.owed();
+        let mut is_silent = vec![false; self.alive.len()];
+        for &r in &silent {
+            is_silent[r as usize] = true;
+        }
         let mut out = Vec::with_capacity(self.round.pairs.len() * 2);
         let directions = self.round.pairs.iter().flat_map(|p| {
             (0..self.shared_rails(p.client, p.server)).flat_map(move |rail| {
@@ -464,6 +470,10 @@ impl RoundTracker {
         });
         for (p, rail, from, to) in directions {
             let dead = !self.is_alive(p.server) || !self.is_alive(p.client);
+            // A rank silent past the deadline leaves the run with it (it
+            // is named missing): a direction of its that nobody reported
+            // is its peer's "peer missing", not a finding on that peer.
+            let gone = dead || [p.server, p.client].iter().any(|&r| is_silent.get(r as usize) == Some(&true));
             let found = |r: Rank| {
                 self.reports[r as usize]
                     .as_ref()
@@ -484,7 +494,7 @@ impl RoundTracker {
                 from,
                 to,
                 rail,
-                outcome: if dead {
+                outcome: if gone {
                     Outcome::PeerMissing
                 } else {
                     Outcome::Error {
@@ -704,6 +714,13 @@ mod tests {
             rank: 2,
             measurements: vec![measured(0, 2, 1, 80.0), on(1, measured(0, 2, 1, 1.0))],
         });
+        // Ranks 0 and 1 report too, without those figures.
+        for rank in [0, 1] {
+            t.report(RoundReport {
+                rank,
+                measurements: vec![],
+            });
+        }
         let (got, _) = t.finish();
         let seen: Vec<(Rank, Rank, u32, Option<f64>)> =
             got.iter().map(|m| (m.from, m.to, m.rail, m.bw())).collect();
@@ -787,7 +804,7 @@ mod tests {
     }
 
     #[test]
-    fn past_the_deadline_the_silent_ranks_are_named_and_their_pairs_are_errors() {
+    fn past_the_deadline_the_silent_ranks_are_named_and_their_unreported_pairs_peer_missing() {
         let t0 = Instant::now();
         let mut t = RoundTracker::start(2, &round(), &[true; 4], t0, Duration::from_secs(20));
         t.report(RoundReport {
@@ -801,12 +818,8 @@ mod tests {
         assert_eq!(t.poll(t0 + Duration::from_secs(20)), RoundState::Done);
         let (m, silent) = t.finish();
         assert_eq!(silent, [1, 2]);
-        assert_eq!(
-            m[2].outcome,
-            Outcome::Error {
-                error: "no result from rank 2 or rank 1 within the round's deadline".into()
-            }
-        );
+        // Ranks 1 and 2 leave the run: their pair is not a finding.
+        assert_eq!(m[2].outcome, Outcome::PeerMissing);
     }
 
     #[test]
@@ -833,8 +846,8 @@ mod tests {
         });
         let (m, _) = t.finish();
         assert_eq!(m[0], measured(1, 3, 0, 90.0));
-        assert!(matches!(m[1].outcome, Outcome::Error { .. }));
-        assert!(matches!(m[2].outcome, Outcome::Error { .. }));
+        // Nothing else counted; ranks 0, 1 and 2 were silent: peer missing.
+        assert!(m[1..].iter().all(|m| m.outcome == Outcome::PeerMissing), "{m:?}");
     }
 
     /// Drives every round of all pairs of `size` ranks through a tracker,
