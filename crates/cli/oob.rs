@@ -11,8 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
-pub use engine::proto::session::Bound;
 use engine::cluster::messages::ClusterMessage;
+pub use engine::proto::session::Bound;
 use engine::proto::wire::{self, Message, WireError};
 use nix::sys::socket::{MsgFlags, recv};
 

@@ -286,9 +286,10 @@ pub fn run(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<u8> {
         }
         if machine.is_done() {
             progress_done();
-            if let Some(line) =
-                round_time_line(machine.round_times(), thread_cpu().saturating_sub(cpu_at_start))
-            {
+            if let Some(line) = round_time_line(
+                machine.round_times(),
+                thread_cpu().saturating_sub(cpu_at_start),
+            ) {
                 eprintln!("rdmaperf cluster: {line}");
             }
             let code = finish(plan, &mut machine, started)?;
@@ -333,7 +334,12 @@ fn say(note: &Note) {
 
 /// Accepts every waiting connection (more than the job could hold are
 /// closed at once: a port scan or a storm cannot exhaust descriptors).
-fn accept_all(listen: &TcpListener, poll: &Poll, conns: &mut Conns, size: u32) -> anyhow::Result<()> {
+fn accept_all(
+    listen: &TcpListener,
+    poll: &Poll,
+    conns: &mut Conns,
+    size: u32,
+) -> anyhow::Result<()> {
     loop {
         match listen.accept() {
             Ok((mut stream, peer)) => {
@@ -377,7 +383,13 @@ fn accept_all(listen: &TcpListener, poll: &Poll, conns: &mut Conns, size: u32) -
 
 /// Reads all that connection `t` has, hands each whole frame to the
 /// machine; a closed or broken connection leaves the run.
-fn read_conn(poll: &Poll, conns: &mut Conns, t: usize, machine: &mut Coordinator, scratch: &mut [u8]) {
+fn read_conn(
+    poll: &Poll,
+    conns: &mut Conns,
+    t: usize,
+    machine: &mut Coordinator,
+    scratch: &mut [u8],
+) {
     let why = loop {
         let Some(Some(conn)) = conns.slots.get_mut(t) else {
             return;
@@ -529,7 +541,10 @@ fn send_all(poll: &Poll, conns: &mut Conns, machine: &mut Coordinator) {
         let bytes: Arc<[u8]> = match wire::encode(&t.msg) {
             Ok(b) => b.into(),
             Err(e) => {
-                eprintln!("rdmaperf cluster: coordinator: cannot encode {}: {e}", t.msg.name());
+                eprintln!(
+                    "rdmaperf cluster: coordinator: cannot encode {}: {e}",
+                    t.msg.name()
+                );
                 continue;
             }
         };
@@ -661,7 +676,9 @@ fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> an
         ),
         None => Ok(()),
     };
-    machine.end(code, &|r| node_lines.get(r as usize).cloned().unwrap_or_default());
+    machine.end(code, &|r| {
+        node_lines.get(r as usize).cloned().unwrap_or_default()
+    });
     written?;
     Ok(code)
 }

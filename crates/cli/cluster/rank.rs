@@ -11,12 +11,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use engine::cluster::messages::{self, ClusterMessage, Contact};
 use engine::cluster::pair_test::PairTest;
 use engine::cluster::rails::{self, Rail, RailSelection, RailSpec};
 use engine::cluster::rendezvous::{self, Identity};
 use engine::cluster::verdict::{EXIT_RANKS_MISSING, Measurement};
 use engine::fabric::link::{CounterRise, CounterSnapshot, rises};
-use engine::cluster::messages::{self, ClusterMessage, Contact};
 use engine::proto::wire;
 
 use super::ClusterPlan;
@@ -184,8 +184,14 @@ fn take_part(
             }
             config
         }
+        // Refused, or the run could not start (a bad pairs file): rank 0's
+        // reason on stderr, its exit code.
         ClusterMessage::End { exit_code, line } => {
-            return Ok((exit_code, wire::printable(&line, wire::MAX_PEER_TEXT)));
+            eprintln!(
+                "rdmaperf cluster: rank {me}: {}",
+                wire::printable(&line, wire::MAX_PEER_TEXT)
+            );
+            return Ok((exit_code, String::new()));
         }
         other => bail!("rank 0 sent {} instead of the start", other.name()),
     };

@@ -109,7 +109,10 @@ pub fn run(args: &ClusterArgs, n: u32) -> anyhow::Result<u8> {
         .copied()
         .chain(args.simulate_die.iter().map(|d| d.rank));
     if let Some(bad) = faults.into_iter().find(|&r| r >= n) {
-        return Err(UsageError(format!("--simulate-absent/-die/-mute {bad}: the job has {n} ranks")).into());
+        return Err(UsageError(format!(
+            "--simulate-absent/-die/-mute {bad}: the job has {n} ranks"
+        ))
+        .into());
     }
     // Rank 0's listener first, held: the helpers dial a port that listens.
     let listener = Listener::bind("127.0.0.1", 0).context("rank 0's listener for the ranks")?;
@@ -122,6 +125,9 @@ pub fn run(args: &ClusterArgs, n: u32) -> anyhow::Result<u8> {
     a.coordinator = Some(format!("127.0.0.1:{port}"));
     // No launcher's variables: the flags say who is who.
     let plan = a.plan(&|_| None)?;
+    // The rails the helpers will read: a rail this node lacks is a usage
+    // error now, not ranks that never come.
+    rank::node_rails(&plan)?;
     coordinator::ensure_open_files(
         coordinator::descriptors_needed(n),
         &format!("--simulate-ranks {n} (rank 0 holds a connection per rank)"),
@@ -310,10 +316,15 @@ pub fn run_fleet(args: &ClusterArgs, (first, last): (Rank, Rank)) -> anyhow::Res
     let mut a = args.clone();
     a.simulate = true;
     a.rank = Some(first.max(1));
-    let plan = a.plan(&|_| None)?;
+    let mut plan = a.plan(&|_| None)?;
+    // Rank 0's process has said what the node's rails are.
+    plan.print_line = false;
     let size = plan.launch.size;
     if last >= size {
-        return Err(UsageError(format!("--simulate-fleet {first}:{last}: the job has {size} ranks")).into());
+        return Err(UsageError(format!(
+            "--simulate-fleet {first}:{last}: the job has {size} ranks"
+        ))
+        .into());
     }
     let count = last - first + 1;
     coordinator::ensure_open_files(
@@ -371,7 +382,10 @@ pub fn run_fleet(args: &ClusterArgs, (first, last): (Rank, Rank)) -> anyhow::Res
     loop {
         let now = Instant::now();
         // Start connections, a bounded number at a time.
-        let mut connecting = ranks.iter().filter(|r| r.stage == Stage::Connecting).count();
+        let mut connecting = ranks
+            .iter()
+            .filter(|r| r.stage == Stage::Connecting)
+            .count();
         for (i, r) in ranks.iter_mut().enumerate() {
             if connecting >= CONNECTING_AT_ONCE {
                 break;
@@ -423,7 +437,8 @@ pub fn run_fleet(args: &ClusterArgs, (first, last): (Rank, Rank)) -> anyhow::Res
             })
             .min()
             .map_or(Duration::from_millis(500), |at| {
-                at.saturating_duration_since(now).min(Duration::from_millis(500))
+                at.saturating_duration_since(now)
+                    .min(Duration::from_millis(500))
             });
         if let Err(e) = poll.poll(&mut events, Some(wake))
             && e.kind() != io::ErrorKind::Interrupted
@@ -435,10 +450,9 @@ pub fn run_fleet(args: &ClusterArgs, (first, last): (Rank, Rank)) -> anyhow::Res
                 continue;
             };
             if r.stage == Stage::Connecting && (event.is_writable() || event.is_error()) {
-                let ok = r
-                    .stream
-                    .as_ref()
-                    .is_some_and(|s| s.take_error().ok().flatten().is_none() && s.peer_addr().is_ok());
+                let ok = r.stream.as_ref().is_some_and(|s| {
+                    s.take_error().ok().flatten().is_none() && s.peer_addr().is_ok()
+                });
                 if ok {
                     r.stage = Stage::Running;
                     let join = ClusterMessage::Join {
@@ -560,8 +574,7 @@ fn answer(poll: &Poll, r: &mut SimRank, node: &mut Node) {
                 };
                 let measurements = partner
                     .map(|p| {
-                        let shared =
-                            rendezvous::shared_rails(node.sides as u32, p.rail_count());
+                        let shared = rendezvous::shared_rails(node.sides as u32, p.rail_count());
                         (0..shared)
                             .map(|rail| {
                                 pair::fabricated(

@@ -377,9 +377,7 @@ fn agrees(expect: Expect, got: &Result<Message, WireError>) -> bool {
         Err(WireError::BadFlags(_)) => expect == Expect::Flags,
         Err(WireError::TooLarge { len, max }) => {
             // The cap is the frame kind's own (a cluster table's is larger).
-            expect == Expect::TooLarge
-                && *len > *max
-                && *max == MAX_PAYLOAD
+            expect == Expect::TooLarge && *len > *max && *max == MAX_PAYLOAD
         }
         Err(WireError::UnknownKind(_)) => expect == Expect::Kind,
         Err(WireError::Malformed { .. } | WireError::TooMany { .. } | WireError::TooFew { .. }) => {

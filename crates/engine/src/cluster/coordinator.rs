@@ -26,6 +26,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::messages::{ClusterMessage, Contact};
 use super::pair_test::PairTest;
 use super::rails;
 use super::rendezvous::{
@@ -35,7 +36,6 @@ use super::report;
 use super::schedule::{self, Pattern, Rank, Round, Rounds};
 use super::verdict::{self, ClusterVerdict, Measurement, NodeFacts, Outcome, Thresholds};
 use crate::fabric::link::CounterRise;
-use super::messages::{ClusterMessage, Contact};
 
 /// The schedule rank 0's flags ask for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -495,7 +495,9 @@ impl Coordinator {
             ScheduleChoice::Pattern(p) => {
                 self.pattern = Some(*p);
                 match p {
-                    Pattern::AllPairs => schedule::check_size(size).map(|()| Rounds::AllPairs { size }),
+                    Pattern::AllPairs => {
+                        schedule::check_size(size).map(|()| Rounds::AllPairs { size })
+                    }
                     Pattern::Quick => schedule::quick(size).map(Rounds::from),
                     Pattern::Ring => schedule::ring(size).map(Rounds::from),
                 }
@@ -715,16 +717,12 @@ impl Coordinator {
     }
 }
 
-/// What a refused rank is told before its connection is closed: exit
-/// code 2 (a usage error: the wrong size, version or rank) with the
-/// reason, or 4 when it came too late.
+/// What a refused rank is told before its connection is closed: the
+/// reason, and exit code 4 (it is not in the run: rank 0 names it
+/// missing, whatever kept it out).
 pub fn refusal(e: &JoinError) -> ClusterMessage {
-    let exit_code = match e {
-        JoinError::Late { .. } => verdict::EXIT_RANKS_MISSING,
-        _ => 2,
-    };
     ClusterMessage::End {
-        exit_code,
+        exit_code: verdict::EXIT_RANKS_MISSING,
         line: format!("rank 0 refused this rank: {e}"),
     }
 }
@@ -836,10 +834,8 @@ mod tests {
                                 let measurements = partner
                                     .as_ref()
                                     .map(|p| {
-                                        let mine = c.members()[r as usize]
-                                            .as_ref()
-                                            .unwrap()
-                                            .rail_count();
+                                        let mine =
+                                            c.members()[r as usize].as_ref().unwrap().rail_count();
                                         (0..mine.min(p.rail_count()))
                                             .map(|rail| {
                                                 let slow = [r, p.rank].iter().any(|&x| {
@@ -920,7 +916,12 @@ mod tests {
         let (size, rails) = (64, 3);
         let (mut c, mut now) = gathered(size, rails, ScheduleChoice::Pattern(Pattern::AllPairs));
         let mut wire = Wire::default();
-        play(&mut c, &mut now, &vec![Kind::Healthy; size as usize], &mut wire);
+        play(
+            &mut c,
+            &mut now,
+            &vec![Kind::Healthy; size as usize],
+            &mut wire,
+        );
         assert!(c.is_done());
         assert_eq!(wire.starts, 1);
         let mut seen = HashSet::new();
@@ -930,9 +931,17 @@ mod tests {
         }
         assert_eq!(seen.len(), (size * (size - 1) * rails) as usize);
         // Each round's message is O(1): the partner's contact only.
-        assert!(wire.biggest_round_message < 200, "{}", wire.biggest_round_message);
+        assert!(
+            wire.biggest_round_message < 200,
+            "{}",
+            wire.biggest_round_message
+        );
         let v = c.judge();
-        assert!(v.pass(), "{:?}", v.nodes.iter().find(|n| n.status != NodeStatus::Pass));
+        assert!(
+            v.pass(),
+            "{:?}",
+            v.nodes.iter().find(|n| n.status != NodeStatus::Pass)
+        );
         c.end(v.exit_code(), &|r| format!("rank {r}: PASS"));
         assert_eq!(c.poll_transmit().map(|t| t.to), Some(Recipient::Rank(0)));
         assert!(c.is_ended());
@@ -956,7 +965,7 @@ mod tests {
         foreign.version = "other".into();
         assert!(matches!(
             refusal(&c.handle_join(foreign, start).unwrap_err()),
-            ClusterMessage::End { exit_code: 2, .. }
+            ClusterMessage::End { exit_code: 4, line } if line.contains("runs rdmaperf other")
         ));
         assert!(matches!(
             c.handle_join(identity(9, 4, 1), start),
@@ -967,10 +976,7 @@ mod tests {
             c.handle_join(identity(r, 4, 1), start).unwrap();
         }
         // All came: the start goes out at once, then the first round.
-        assert_eq!(
-            c.poll_transmit().map(|t| t.to),
-            Some(Recipient::EveryLive)
-        );
+        assert_eq!(c.poll_transmit().map(|t| t.to), Some(Recipient::EveryLive));
         // After the gathering: too late, exit 4.
         let late = c.handle_join(identity(3, 4, 1), start).unwrap_err();
         assert!(matches!(late, JoinError::Late { rank: 3, .. }));
@@ -1041,10 +1047,8 @@ mod tests {
                 );
             }
             // No round after its death was sent to it.
-            assert!(
-                wire.rounds.iter().all(|(r, m)| *r != 3
-                    || matches!(m, ClusterMessage::Round { round, .. } if *round <= dies_in))
-            );
+            assert!(wire.rounds.iter().all(|(r, m)| *r != 3
+                || matches!(m, ClusterMessage::Round { round, .. } if *round <= dies_in)));
         }
     }
 
@@ -1065,7 +1069,11 @@ mod tests {
             bound
         }));
         // One round waited out its bound; the six after it did not wait.
-        assert!(now - started < bound + Duration::from_secs(1), "{:?}", now - started);
+        assert!(
+            now - started < bound + Duration::from_secs(1),
+            "{:?}",
+            now - started
+        );
         assert_eq!(c.missing(), vec![5]);
         // Round 0: its partner's direction measured, its own (nobody
         // reported it) peer missing, as every later one: the silent rank
@@ -1078,9 +1086,13 @@ mod tests {
         }
         let v = c.judge();
         assert!(
-            v.nodes.iter().all(|n| n.rank == 5 || n.status == NodeStatus::Pass),
+            v.nodes
+                .iter()
+                .all(|n| n.rank == 5 || n.status == NodeStatus::Pass),
             "{:?}",
-            v.nodes.iter().find(|n| n.rank != 5 && n.status != NodeStatus::Pass)
+            v.nodes
+                .iter()
+                .find(|n| n.rank != 5 && n.status != NodeStatus::Pass)
         );
     }
 
@@ -1118,11 +1130,7 @@ mod tests {
 
     #[test]
     fn a_bad_pairs_file_ends_every_rank_with_exit_code_2() {
-        let (mut c, _) = gathered(
-            3,
-            1,
-            ScheduleChoice::PairsFile("0 0 nosuchhost\n".into()),
-        );
+        let (mut c, _) = gathered(3, 1, ScheduleChoice::PairsFile("0 0 nosuchhost\n".into()));
         let mut ends = Vec::new();
         while let Some(t) = c.poll_transmit() {
             if let ClusterMessage::End { exit_code, .. } = t.msg {

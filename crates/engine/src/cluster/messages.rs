@@ -397,6 +397,28 @@ mod tests {
     }
 
     #[test]
+    fn kinds_and_names_are_stable() {
+        let got: Vec<(u8, &str)> = samples()
+            .iter()
+            .map(|m| (Framed::kind(m), m.name()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (10, "cluster_join"),
+                (15, "cluster_start"),
+                (16, "cluster_round"),
+                (16, "cluster_round"),
+                (13, "cluster_report"),
+                (14, "cluster_end"),
+            ]
+        );
+        for retired_or_pair in [1, 9, 11, 12, 17] {
+            assert_eq!(<ClusterMessage as Framed>::kind_name(retired_or_pair), None);
+        }
+    }
+
+    #[test]
     fn a_round_message_is_the_same_size_whatever_the_job() {
         // What grows with N is the round number and the rank: a few bytes.
         let small = encode(&ClusterMessage::Round {
@@ -417,7 +439,12 @@ mod tests {
             serve: true,
         })
         .unwrap();
-        assert!(big.len() < small.len() + 16, "{} vs {}", big.len(), small.len());
+        assert!(
+            big.len() < small.len() + 16,
+            "{} vs {}",
+            big.len(),
+            small.len()
+        );
         assert!(big.len() < 200, "{}", big.len());
     }
 

@@ -473,7 +473,10 @@ impl RoundTracker {
             // A rank silent past the deadline leaves the run with it (it
             // is named missing): a direction of its that nobody reported
             // is its peer's "peer missing", not a finding on that peer.
-            let gone = dead || [p.server, p.client].iter().any(|&r| is_silent.get(r as usize) == Some(&true));
+            let gone = dead
+                || [p.server, p.client]
+                    .iter()
+                    .any(|&r| is_silent.get(r as usize) == Some(&true));
             let found = |r: Rank| {
                 self.reports[r as usize]
                     .as_ref()
@@ -847,7 +850,10 @@ mod tests {
         let (m, _) = t.finish();
         assert_eq!(m[0], measured(1, 3, 0, 90.0));
         // Nothing else counted; ranks 0, 1 and 2 were silent: peer missing.
-        assert!(m[1..].iter().all(|m| m.outcome == Outcome::PeerMissing), "{m:?}");
+        assert!(
+            m[1..].iter().all(|m| m.outcome == Outcome::PeerMissing),
+            "{m:?}"
+        );
     }
 
     /// Drives every round of all pairs of `size` ranks through a tracker,

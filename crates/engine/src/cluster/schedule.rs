@@ -651,7 +651,11 @@ mod tests {
             let rounds = Rounds::AllPairs { size };
             assert_eq!(rounds.count() as usize, old.len(), "N = {size}");
             for (k, want) in old.iter().enumerate() {
-                assert_eq!(rounds.round(k as u32).as_ref(), Some(want), "N = {size}, round {k}");
+                assert_eq!(
+                    rounds.round(k as u32).as_ref(),
+                    Some(want),
+                    "N = {size}, round {k}"
+                );
             }
             assert_eq!(rounds.round(rounds.count()), None);
             let pairs: usize = old.iter().map(|r| r.pairs.len()).sum();
