@@ -25,7 +25,7 @@ use engine::results::lat::Percentile;
 use crate::placement::Placement;
 
 /// Everything one side of a run needs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunOptions {
     /// The test (an atomic client's: the `-A` operation's).
     pub spec: TestSpec,
@@ -45,7 +45,7 @@ pub struct RunOptions {
 }
 
 /// Which side this is.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum RoleOptions {
     /// Connects to `server` and runs `config` there.
     Client {
@@ -103,7 +103,7 @@ pub struct DeviceSelection {
 }
 
 /// The control connection and the bounds on the peer.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConnectionOptions {
     /// TCP port of the control channel.
     pub port: u16,
@@ -128,7 +128,7 @@ pub struct ConnectionOptions {
 }
 
 /// This side's own choices.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LocalOptions {
     /// How work requests are posted.
     pub post_path: verbs::PostPath,
@@ -151,7 +151,7 @@ pub struct LocalOptions {
 }
 
 /// Where a run's results go, and how they are shown.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct OutputPlan {
     /// Whether the table (or `--output`'s figure) goes to stdout.
     pub stdout_table: bool,
@@ -199,7 +199,7 @@ impl OutputPlan {
 }
 
 /// What a run's results are judged against.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VerdictPlan {
     /// `--expect-rate`.
     pub expect_rate: Option<ExpectRate>,

@@ -267,6 +267,171 @@ mod tests {
         }
     }
 
+    /// The oracle: the options as they were built before they were
+    /// typed, by writing the direction's command line and parsing it
+    /// back as `write_bw`/`write_lat` would. Kept (test code only) so
+    /// that the typed [`options`] is shown to build the same run.
+    fn argv_options(
+        spec: TestSpec,
+        test: &PairTest,
+        device: &DeviceSelection,
+        server: Option<(&str, u16)>,
+    ) -> anyhow::Result<RunOptions> {
+        let mut argv: Vec<String> = vec![spec.name().into()];
+        let mut flag = |f: &str, v: String| {
+            argv.push(f.into());
+            argv.push(v);
+        };
+        let bw = spec == TestSpec::WRITE_BW;
+        if bw {
+            flag("-s", test.size.to_string());
+            flag("-D", test.duration_s.to_string());
+            flag("-q", test.qps.to_string());
+        } else {
+            flag("-s", LAT_SIZE.to_string());
+            flag("-n", test.lat_iters.to_string());
+        }
+        flag("--timeout", test.timeout_s.to_string());
+        flag(
+            "--accept-timeout",
+            test.direction_bound().as_secs().max(1).to_string(),
+        );
+        if let Some(d) = &device.name {
+            flag("-d", d.clone());
+        }
+        if let Some(p) = device.port {
+            flag("-i", p.to_string());
+        }
+        if let Some(x) = device.gid_index {
+            flag("-x", x.to_string());
+        }
+        if let Some((_, port)) = server {
+            flag("-p", port.to_string());
+        }
+        if bw {
+            argv.push("--report_gbits".into());
+        }
+        if test.rdma_cm {
+            argv.push("-R".into());
+        }
+        if let Some((host, _)) = server {
+            argv.push(host.into());
+        }
+        let parsed = crate::args::try_parse_from(spec, &argv)?;
+        let mut built = parsed.run_options(spec)?.options;
+        built.output.stdout_table = false;
+        built.local.banner = false;
+        Ok(built)
+    }
+
+    /// Representative pair tests: the defaults, the bounds of every
+    /// field, rdma_cm, and ones the test configuration refuses.
+    fn representative_tests() -> Vec<PairTest> {
+        let t = test();
+        vec![
+            t.clone(),
+            PairTest {
+                size: 1,
+                duration_s: 1,
+                qps: 1,
+                timeout_s: 1,
+                lat_iters: 2,
+                ..t.clone()
+            },
+            PairTest {
+                size: 65536,
+                duration_s: 4,
+                qps: 64,
+                latency: true,
+                lat_iters: 1_000_000,
+                percentile: "p99".into(),
+                ..t.clone()
+            },
+            PairTest {
+                size: 8 << 20,
+                duration_s: 600,
+                timeout_s: 3600,
+                rdma_cm: true,
+                ..t.clone()
+            },
+            PairTest {
+                size: 8192,
+                duration_s: 3,
+                qps: 16,
+                rdma_cm: true,
+                latency: true,
+                ..t.clone()
+            },
+            // Above the bandwidth test's 8 MiB (a pair test allows 64):
+            // refused, naming -s/--size.
+            PairTest {
+                size: 16 << 20,
+                ..t.clone()
+            },
+            // Too few iterations for write_lat: refused, naming -n/--iters.
+            PairTest {
+                lat_iters: 3,
+                ..t
+            },
+        ]
+    }
+
+    fn representative_devices() -> Vec<DeviceSelection> {
+        vec![
+            DeviceSelection::default(),
+            DeviceSelection {
+                name: Some("mlx5_0".into()),
+                port: None,
+                gid_index: None,
+            },
+            DeviceSelection {
+                name: Some("rxe1".into()),
+                port: Some(2),
+                gid_index: Some(3),
+            },
+            DeviceSelection {
+                name: None,
+                port: Some(1),
+                gid_index: Some(0),
+            },
+        ]
+    }
+
+    #[test]
+    fn typed_options_equal_what_the_command_line_built() {
+        let servers = [
+            None,
+            Some(("169.254.10.2", 40123)),
+            Some(("fe80::1", 18515)),
+            Some(("node-7.example", 1)),
+        ];
+        let mut compared = (0, 0);
+        for spec in [TestSpec::WRITE_BW, TestSpec::WRITE_LAT] {
+            for t in representative_tests() {
+                for dev in representative_devices() {
+                    for server in servers {
+                        let typed = options(spec, &t, &dev, server);
+                        let argv = argv_options(spec, &t, &dev, server);
+                        let case = format!("{spec} {t:?} {dev:?} {server:?}");
+                        match (typed, argv) {
+                            (Ok(typed), Ok(argv)) => {
+                                assert_eq!(typed, argv, "{case}");
+                                compared.0 += 1;
+                            }
+                            (Err(typed), Err(argv)) => {
+                                assert_eq!(format!("{typed:#}"), format!("{argv:#}"), "{case}");
+                                compared.1 += 1;
+                            }
+                            (typed, argv) => panic!("{case}: typed {typed:?}, argv {argv:?}"),
+                        }
+                    }
+                }
+            }
+        }
+        // Both outcomes were met: runs built, and runs refused.
+        assert!(compared.0 > 100 && compared.1 > 10, "{compared:?}");
+    }
+
     #[test]
     fn a_direction_is_write_bw_with_rank_0s_flags_and_this_ranks_device() {
         let dev = DeviceSelection {
