@@ -14,8 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use engine::bench::clock::ClockChoice;
-use engine::bench::config::LatConfig;
-use engine::bench::config::{BwConfig, TestConfig};
+use engine::bench::config::{BwConfig, ConfigRecord, LatConfig, TestConfig};
 use engine::bench::spec::TestSpec;
 use engine::fabric::link::ExpectRate;
 use engine::format::perftest_json::OutputFigure;
@@ -65,6 +64,16 @@ pub enum Configuration {
     Bw(BwConfig),
     /// A latency test's.
     Lat(LatConfig),
+}
+
+impl From<ConfigRecord> for Configuration {
+    /// What [`engine::bench::request::configure`] made.
+    fn from(c: ConfigRecord) -> Self {
+        match c {
+            ConfigRecord::Bw(b) => Self::Bw(b),
+            ConfigRecord::Lat(l) => Self::Lat(l),
+        }
+    }
 }
 
 /// A test configuration's type, taken out of a [`Configuration`].

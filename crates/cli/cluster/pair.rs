@@ -369,10 +369,7 @@ mod tests {
                 ..t.clone()
             },
             // Too few iterations for write_lat: refused, naming -n/--iters.
-            PairTest {
-                lat_iters: 3,
-                ..t
-            },
+            PairTest { lat_iters: 3, ..t },
         ]
     }
 
