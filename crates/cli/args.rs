@@ -48,7 +48,7 @@ pub struct ConnectionArgs {
     #[arg(short = 'p', long = "port", default_value_t = engine::bench::config::DEFAULT_PORT)]
     pub port: u16,
     /// Address the server listens on.
-    #[arg(long = "bind", value_name = "ADDR", default_value = "0.0.0.0")]
+    #[arg(long = "bind", value_name = "ADDR", default_value = crate::options::DEFAULT_BIND)]
     pub bind: String,
     /// Bound on every wait for the peer, seconds.
     #[arg(long = "timeout", value_name = "SECONDS", default_value = "15",
@@ -74,7 +74,7 @@ pub struct ConnectionArgs {
     #[arg(short = 'R', long = "rdma_cm")]
     pub rdma_cm: bool,
     /// QP ACK timeout exponent: 4.096 us x 2^N before a retransmit (perftest's -u; local to this side).
-    #[arg(short = 'u', long = "qp-timeout", default_value_t = 14,
+    #[arg(short = 'u', long = "qp-timeout", default_value_t = crate::options::DEFAULT_QP_TIMEOUT,
           value_parser = clap::value_parser!(u8).range(0..=31))]
     pub qp_timeout: u8,
 }
@@ -979,6 +979,45 @@ mod tests {
             panic!("{:?}", o.role)
         };
         assert_eq!(c.tx_depth, TestSpec::WRITE_BW.defaults().tx_depth);
+    }
+
+    /// The typed callers (a cluster pair, the exporter's probe) start
+    /// from the options' defaults and [`ConfigRequest::default`]: they
+    /// are what a command line without flags gives, for every test.
+    #[test]
+    fn a_bare_command_line_has_the_typed_defaults() {
+        for spec in engine::bench::spec::IMPLEMENTED {
+            let server = parse_args(spec, &[]).unwrap().run_options(spec).unwrap();
+            let o = server.options;
+            assert_eq!(o.connection, ConnectionOptions::default(), "{spec}");
+            assert_eq!(o.local, LocalOptions::default(), "{spec}");
+            assert_eq!(o.verdicts, VerdictPlan::default(), "{spec}");
+            assert_eq!(
+                o.output,
+                OutputPlan {
+                    stdout_table: true,
+                    ..OutputPlan::default()
+                },
+                "{spec}"
+            );
+            assert_eq!(o.devices, [DeviceSelection::default()]);
+            let p = parse_args(spec, &["host"]).unwrap();
+            // The tx depth's default is filled by clap, from the spec.
+            assert_eq!(
+                p.cli.config_request(),
+                ConfigRequest {
+                    tx_depth: Some(spec.defaults().tx_depth),
+                    ..ConfigRequest::default()
+                },
+                "{spec}"
+            );
+            let RoleOptions::Client { config, .. } = p.run_options(spec).unwrap().options.role
+            else {
+                panic!("{spec}: not a client");
+            };
+            let typed = configure(spec, &ConfigRequest::default()).unwrap();
+            assert_eq!(config, typed.config.into(), "{spec}");
+        }
     }
 
     /// Every argument id the applicability tables (and `applies`' own

@@ -136,6 +136,39 @@ pub struct ConnectionOptions {
     pub rdma_cm: bool,
 }
 
+/// `--bind`'s default: every address.
+pub const DEFAULT_BIND: &str = "0.0.0.0";
+/// `--timeout`'s default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
+/// `--accept-timeout`'s default.
+pub const DEFAULT_ACCEPT_TIMEOUT: Duration = Duration::from_secs(300);
+/// `-u/--qp-timeout`'s default: perftest's `DEF_QP_TIME` (14: 4.096 µs ×
+/// 2^14, about 67 ms).
+pub const DEFAULT_QP_TIMEOUT: u8 = 14;
+/// `--max-mem`'s default: 1 GiB.
+pub const DEFAULT_MAX_MEM: u64 = 1 << 30;
+/// `--min-efficiency`'s default.
+pub const DEFAULT_MIN_EFFICIENCY: f64 = 0.9;
+
+impl Default for ConnectionOptions {
+    /// A command line without connection flags (the test
+    /// `a_bare_command_line_has_the_typed_defaults` in `args.rs` keeps
+    /// the two equal).
+    fn default() -> Self {
+        Self {
+            port: engine::bench::config::DEFAULT_PORT,
+            bind: DEFAULT_BIND.to_owned(),
+            timeout: DEFAULT_TIMEOUT,
+            accept_timeout: DEFAULT_ACCEPT_TIMEOUT,
+            persistent: false,
+            retry_refused: true,
+            pkey_index: 0,
+            qp_timeout: DEFAULT_QP_TIMEOUT,
+            rdma_cm: false,
+        }
+    }
+}
+
 /// This side's own choices.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LocalOptions {
@@ -159,7 +192,25 @@ pub struct LocalOptions {
     pub banner: bool,
 }
 
-/// Where a run's results go, and how they are shown.
+impl Default for LocalOptions {
+    /// A command line without local flags: the `ibv_wr_*` path, the NIC's
+    /// NUMA node, banners on.
+    fn default() -> Self {
+        Self {
+            post_path: verbs::PostPath::Extended,
+            huge_pages: false,
+            clock: ClockChoice::Auto,
+            max_mem: DEFAULT_MAX_MEM,
+            sysfs_root: PathBuf::from("/sys"),
+            placement: Placement::NicNode,
+            explicit_inline: false,
+            banner: true,
+        }
+    }
+}
+
+/// Where a run's results go, and how they are shown. [`Default`]: a
+/// command line without output flags, but nothing on stdout.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OutputPlan {
     /// Whether the table (or `--output`'s figure) goes to stdout.
@@ -222,6 +273,21 @@ pub struct VerdictPlan {
     pub max_latency: Option<f64>,
     /// `--percentile`.
     pub percentile: Percentile,
+}
+
+impl Default for VerdictPlan {
+    /// A command line without verdict flags: nothing judged but the
+    /// median, were `--max-latency` given.
+    fn default() -> Self {
+        Self {
+            expect_rate: None,
+            min_efficiency: DEFAULT_MIN_EFFICIENCY,
+            limit_bw: None,
+            limit_msgrate: None,
+            max_latency: None,
+            percentile: Percentile::Median,
+        }
+    }
 }
 
 impl RunOptions {
