@@ -116,7 +116,7 @@ pub struct RunArgs {
 
 /// Every flag of every test binary; [`parse`] shows and accepts only
 /// those of one test.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(version, long_about = None)]
 pub struct Cli {
     #[command(flatten)]
@@ -460,13 +460,23 @@ fn flag_name(cmd: &clap::Command, id: &str) -> String {
 
 /// The parsed command line of one test binary, with the flags the user
 /// typed for the test.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Parsed {
     /// Every flag's value (defaults included).
     pub cli: Cli,
     /// The test-configuring flags given on the command line, as
     /// `-s/--size` (a server warns that it ignores them).
     pub test_flags_given: Vec<String>,
+    /// Every flag given on the command line, as `-s/--size` (`SERVER`
+    /// for the server's address).
+    pub given: Vec<String>,
+}
+
+impl Parsed {
+    /// Whether `flag` (as `-s/--size`) was on the command line.
+    pub fn was_given(&self, flag: &str) -> bool {
+        self.given.iter().any(|g| g == flag)
+    }
 }
 
 /// Parses the process's arguments for `spec` (clap's own errors and
@@ -580,9 +590,19 @@ fn from_matches(
         .filter(|id| given(id))
         .map(|id| flag_name(cmd, id))
         .collect();
+    let given = cmd
+        .get_arguments()
+        .map(|a| a.get_id().as_str())
+        .filter(|id| given(id))
+        .map(|id| match id {
+            "server" => "SERVER".to_owned(),
+            _ => flag_name(cmd, id),
+        })
+        .collect();
     Ok(Parsed {
         cli,
         test_flags_given,
+        given,
     })
 }
 
