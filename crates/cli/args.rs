@@ -10,7 +10,7 @@ use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use engine::bench::clock::ClockChoice;
 use engine::bench::config::{BwConfig, ConfigError, LatConfig};
-use engine::bench::request::{ConfigRequest, configure, refuse_beside_rdma_cm};
+use engine::bench::request::{Adjusted, ConfigRequest, configure, refuse_beside_rdma_cm};
 use engine::bench::spec::{Metric, TestSpec, Verb};
 use engine::fabric::link::{self, ExpectRate};
 use engine::format::perftest_json::OutputFigure;
@@ -606,8 +606,6 @@ fn from_matches(
     })
 }
 
-pub use engine::bench::request::{Adjusted, NO_PEAK_WARNING};
-
 impl Cli {
     /// The test-configuring flags as given, for
     /// [`engine::bench::request::configure`] (perftest's rules live
@@ -899,6 +897,7 @@ pub fn seconds_arg(s: &str) -> Result<Duration, String> {
 mod tests {
     use super::*;
     use crate::options::Configuration;
+    use engine::bench::request::NO_PEAK_WARNING;
 
     fn parse_args(spec: TestSpec, args: &[&str]) -> Result<Parsed, UsageError> {
         parse_from(
