@@ -444,6 +444,21 @@ mod tests {
         assert!(compared.0 > 100 && compared.1 > 10, "{compared:?}");
     }
 
+    /// Where the two paths part, on purpose: a device name is a value,
+    /// never text that clap could take for a flag (the command line
+    /// `-d -q` refused such a name; the device lookup now names it).
+    #[test]
+    fn a_device_name_is_taken_as_it_is_never_as_a_flag() {
+        let dev = DeviceSelection {
+            name: Some("-q".into()),
+            ..DeviceSelection::default()
+        };
+        let server = Some(("169.254.10.2", 40123));
+        let o = options(TestSpec::WRITE_BW, &test(), &dev, server).unwrap();
+        assert_eq!(o.devices, std::slice::from_ref(&dev));
+        assert!(argv_options(TestSpec::WRITE_BW, &test(), &dev, server).is_err());
+    }
+
     #[test]
     fn a_direction_is_write_bw_with_rank_0s_flags_and_this_ranks_device() {
         let dev = DeviceSelection {
