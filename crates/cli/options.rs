@@ -1,7 +1,10 @@
 //! The options of one run, typed and built once ([`crate::args`] builds
-//! them from the command line; the exporter's probe from its URL). Nothing
-//! below [`crate::runner::main`] sees the command line: the runner, the
-//! session and the measured loops read these.
+//! them from the command line; a cluster pair from its typed `PairTest`,
+//! starting from these types' [`Default`]s, which equal a command line
+//! without flags; the exporter's probe from its URL). Every caller makes
+//! the test configuration with [`engine::bench::request::configure`].
+//! Nothing below [`crate::runner::main`] sees the command line: the
+//! runner, the session and the measured loops read these.
 //!
 //! - [`RunOptions`]: what to run ([`TestSpec`]), as which side
 //!   ([`RoleOptions`]: a client carries the adjusted test configuration),
