@@ -9,8 +9,8 @@ use std::time::Duration;
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use engine::bench::clock::ClockChoice;
-use engine::bench::config::LatConfig;
-use engine::bench::config::{BwConfig, DurationMode, TestConfig};
+use engine::bench::config::{BwConfig, ConfigError, LatConfig};
+use engine::bench::request::{Adjusted, ConfigRequest, configure, refuse_beside_rdma_cm};
 use engine::bench::spec::{Metric, TestSpec, Verb};
 use engine::fabric::link::{self, ExpectRate};
 use engine::format::perftest_json::OutputFigure;
@@ -19,8 +19,8 @@ use engine::results::lat::{Percentile, parse_max_latency};
 
 use crate::UsageError;
 use crate::options::{
-    Configuration, ConnectionOptions, DeviceSelection, LocalOptions, OutputPlan, RoleOptions,
-    RunOptions, VerdictPlan,
+    ConnectionOptions, DeviceSelection, LocalOptions, OutputPlan, RoleOptions, RunOptions,
+    VerdictPlan,
 };
 
 /// Flags that select a device and port, with perftest's names.
@@ -48,7 +48,7 @@ pub struct ConnectionArgs {
     #[arg(short = 'p', long = "port", default_value_t = engine::bench::config::DEFAULT_PORT)]
     pub port: u16,
     /// Address the server listens on.
-    #[arg(long = "bind", value_name = "ADDR", default_value = "0.0.0.0")]
+    #[arg(long = "bind", value_name = "ADDR", default_value = crate::options::DEFAULT_BIND)]
     pub bind: String,
     /// Bound on every wait for the peer, seconds.
     #[arg(long = "timeout", value_name = "SECONDS", default_value = "15",
@@ -74,7 +74,7 @@ pub struct ConnectionArgs {
     #[arg(short = 'R', long = "rdma_cm")]
     pub rdma_cm: bool,
     /// QP ACK timeout exponent: 4.096 us x 2^N before a retransmit (perftest's -u; local to this side).
-    #[arg(short = 'u', long = "qp-timeout", default_value_t = 14,
+    #[arg(short = 'u', long = "qp-timeout", default_value_t = crate::options::DEFAULT_QP_TIMEOUT,
           value_parser = clap::value_parser!(u8).range(0..=31))]
     pub qp_timeout: u8,
 }
@@ -116,7 +116,7 @@ pub struct RunArgs {
 
 /// Every flag of every test binary; [`parse`] shows and accepts only
 /// those of one test.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(version, long_about = None)]
 pub struct Cli {
     #[command(flatten)]
@@ -460,13 +460,23 @@ fn flag_name(cmd: &clap::Command, id: &str) -> String {
 
 /// The parsed command line of one test binary, with the flags the user
 /// typed for the test.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Parsed {
     /// Every flag's value (defaults included).
     pub cli: Cli,
     /// The test-configuring flags given on the command line, as
     /// `-s/--size` (a server warns that it ignores them).
     pub test_flags_given: Vec<String>,
+    /// Every flag given on the command line, as `-s/--size` (`SERVER`
+    /// for the server's address).
+    pub given: Vec<String>,
+}
+
+impl Parsed {
+    /// Whether `flag` (as `-s/--size`) was on the command line.
+    pub fn was_given(&self, flag: &str) -> bool {
+        self.given.iter().any(|g| g == flag)
+    }
 }
 
 /// Parses the process's arguments for `spec` (clap's own errors and
@@ -580,72 +590,53 @@ fn from_matches(
         .filter(|id| given(id))
         .map(|id| flag_name(cmd, id))
         .collect();
+    let given = cmd
+        .get_arguments()
+        .map(|a| a.get_id().as_str())
+        .filter(|id| given(id))
+        .map(|id| match id {
+            "server" => "SERVER".to_owned(),
+            _ => flag_name(cmd, id),
+        })
+        .collect();
     Ok(Parsed {
         cli,
         test_flags_given,
+        given,
     })
 }
 
-/// A configuration and the adjustments made to reach it: where perftest
-/// silently changes a valid value (clamps `-Q` to `-t`, `-t` to `-n`, lets
-/// `-a` override `-s`), rdmaperf does the same and says so.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Adjusted<C> {
-    /// The configuration.
-    pub config: C,
-    /// One line per adjustment.
-    pub notes: Vec<String>,
-}
-
-impl<C> Adjusted<C> {
-    /// The same adjustments of another value.
-    pub fn map<D>(self, f: impl FnOnce(C) -> D) -> Adjusted<D> {
-        Adjusted {
-            config: f(self.config),
-            notes: self.notes,
-        }
-    }
-}
-
-/// perftest's warning when it will not measure the peak.
-pub const NO_PEAK_WARNING: &str = "WARNING: BW peak won't be measured in this run.";
-
 impl Cli {
-    /// The sizes to run: the `-a` sweep (which overrides `-s`, as in
-    /// perftest) or one size (`default` without `-s`).
-    fn sizes(&self, default: u64, notes: &mut Vec<String>) -> Vec<u64> {
-        if self.run.all && self.run_infinitely {
-            notes.push("--run_infinitely runs one size; -a/--all is ignored (as perftest)".into());
-            return vec![self.run.size.unwrap_or(default)];
+    /// The test-configuring flags as given, for
+    /// [`engine::bench::request::configure`] (perftest's rules live
+    /// there, shared with the typed callers: a cluster pair, the
+    /// exporter's probe).
+    pub fn config_request(&self) -> ConfigRequest {
+        ConfigRequest {
+            size: self.run.size,
+            all: self.run.all,
+            iters: self.run.iters,
+            duration: self.run.duration,
+            margin: self.run.margin,
+            run_infinitely: self.run_infinitely,
+            mtu: self.run.mtu,
+            path: self.path(),
+            qps: self.qps,
+            threads: self.threads,
+            // Its default is the spec's, set in [`command`].
+            tx_depth: Some(self.tx_depth),
+            cq_mod: self.cq_mod,
+            post_list: self.post_list,
+            inline_size: self.inline_size,
+            outs: self.outs,
+            bidirectional: self.bidirectional,
+            rx_depth: self.rx_depth,
+            atomic_type: self.atomic_type,
+            write_with_imm: self.write_with_imm,
+            perform_warm_up: self.perform_warm_up,
+            no_peak: self.no_peak,
+            cpu_util: self.cpu_util,
         }
-        if self.run.all {
-            if let Some(s) = self.run.size {
-                notes.push(format!(
-                    "-a/--all runs every size from 2 B to 8 MiB; -s/--size {s} is ignored (as perftest)"
-                ));
-            }
-            engine::bench::config::sweep_sizes()
-        } else {
-            vec![self.run.size.unwrap_or(default)]
-        }
-    }
-
-    /// Duration mode, with perftest's default margin: a quarter of the
-    /// duration in whole seconds (`-D 4` → 1 s, `-D 2` → 0).
-    fn duration_mode(&self) -> Option<DurationMode> {
-        if self.run_infinitely {
-            // perftest: a period of -D seconds (5 by default), reported
-            // from one print to the next: no margins unless -f.
-            let seconds = self.run.duration.unwrap_or(5.0);
-            return Some(DurationMode {
-                seconds,
-                margin: self.run.margin.unwrap_or(0.0),
-            });
-        }
-        self.run.duration.map(|seconds| DurationMode {
-            seconds,
-            margin: self.run.margin.unwrap_or_else(|| (seconds / 4.0).floor()),
-        })
     }
 
     /// The path options (`-S`, `--tclass`, `--flow_label`).
@@ -657,176 +648,28 @@ impl Cli {
         }
     }
 
-    /// The iterations: `-n` or the test's default.
-    fn iters(&self, spec: TestSpec) -> u64 {
-        self.run.iters.unwrap_or(spec.defaults().iters)
-    }
-
-    /// The bandwidth configuration the flags describe (client side); `outs`
-    /// is `-o` or 0 (the device's maximum, resolved once it is open).
+    /// The bandwidth configuration the flags describe (client side):
+    /// [`ConfigRequest::bw_config`].
     ///
     /// # Errors
     /// A usage error naming the flag.
     pub fn bw_config(&self, spec: TestSpec) -> Result<Adjusted<BwConfig>, UsageError> {
-        let d = spec.defaults();
-        let mut notes = Vec::new();
-        if spec.is_atomic() {
-            // perftest: "Message size cannot be changed for Atomic tests".
-            if let Some(s) = self.run.size.filter(|&s| s != d.size) {
-                return Err(UsageError(format!(
-                    "-s/--size: {s}: message size cannot be changed for atomic tests (they operate on {} bytes)",
-                    d.size
-                )));
-            }
-            if self.run.all {
-                return Err(UsageError(format!(
-                    "-a/--all: message size cannot be changed for atomic tests (they operate on {} bytes)",
-                    d.size
-                )));
-            }
-        }
-        let sizes = self.sizes(d.size, &mut notes);
-        let iters = self.iters(spec);
-        let duration = self.duration_mode();
-        let mut tx_depth = self.tx_depth;
-        // perftest clamps the tx depth to the iterations (count mode).
-        if duration.is_none() && u64::from(tx_depth) > iters && iters > 0 {
-            notes.push(format!(
-                "-t/--tx-depth {tx_depth} is above the {iters} iterations; using {iters} (as perftest)"
-            ));
-            tx_depth = u32::try_from(iters).unwrap_or(tx_depth);
-        }
-        // perftest: 100 by default, clamped to the tx depth; 1 for sizes
-        // above 8 KiB unless -a or an explicit -Q; the post list with -l.
-        let cq_mod = match self.cq_mod {
-            Some(q) if q > tx_depth && q <= engine::bench::config::MAX_CQ_MOD => {
-                notes.push(format!(
-                    "-Q/--cq-mod {q} is above the tx depth {tx_depth}; using {tx_depth} (as perftest)"
-                ));
-                tx_depth
-            }
-            Some(q) => {
-                if q > 1 && !self.run.all && sizes[0] > 8192 {
-                    notes.push(
-                        "Large message requested and CQ moderation enabled; it can lead to inaccurate results (perftest's warning)".into(),
-                    );
-                }
-                q
-            }
-            None if self.post_list > 1 => self.post_list.min(tx_depth.max(1)),
-            None if !self.run.all && sizes[0] > 8192 => 1,
-            None => 100.min(tx_depth.max(1)),
-        };
-        let counts_every_operation = spec.receives(self.write_with_imm) || spec.is_atomic();
-        let cfg = BwConfig {
-            sizes,
-            iters,
-            duration,
-            qps: self.qps,
-            threads: self.threads,
-            tx_depth,
-            cq_mod,
-            post_list: self.post_list,
-            inline_size: self.inline_size.unwrap_or(d.inline),
-            bidirectional: self.bidirectional,
-            mtu: self.run.mtu,
-            outs: self.outs.unwrap_or(0),
-            path: self.path(),
-            endless: self.run_infinitely,
-            warm_up: self.perform_warm_up && !counts_every_operation,
-            rx_depth: engine::bench::config::effective_rx_depth(
-                self.rx_depth
-                    .unwrap_or(engine::bench::config::DEFAULT_RX_DEPTH),
-                duration.is_none().then_some(iters),
-            ),
-            write_with_imm: self.write_with_imm,
-        };
-        if self.perform_warm_up && counts_every_operation {
-            notes.push(
-                "--perform_warm_up: no warm-up where the peer counts every operation (its receives, \
-                 or an atomic target's words); perftest skips it for writes with immediate too"
-                    .into(),
-            );
-        }
-        if let Some(r) = self.rx_depth
-            && (r == 0 || r > engine::bench::config::MAX_RX_DEPTH)
-        {
-            return Err(UsageError(format!(
-                "-r/--rx-depth: rx depth {r} is outside 1..={} (perftest's limit)",
-                engine::bench::config::MAX_RX_DEPTH
-            )));
-        }
-        let cfg = self.checked(spec, cfg)?;
-        if !self.no_peak && !cfg.measures_peak() {
-            notes.push(NO_PEAK_WARNING.into());
-        }
-        if self.cpu_util && cfg.duration.is_none() {
-            notes.push(
-                "CPU Utilization works only with Duration mode (-D); --cpu_util is ignored (as perftest)".into(),
-            );
-        }
-        Ok(Adjusted { config: cfg, notes })
+        self.config_request().bw_config(spec).map_err(usage)
     }
 
-    /// The latency configuration the flags describe (client side).
+    /// The latency configuration the flags describe (client side):
+    /// [`ConfigRequest::lat_config`].
     ///
     /// # Errors
     /// A usage error naming the flag.
     pub fn lat_config(&self, spec: TestSpec) -> Result<Adjusted<LatConfig>, UsageError> {
-        let d = spec.defaults();
-        let mut notes = Vec::new();
-        let cfg = LatConfig {
-            sizes: self.sizes(d.size, &mut notes),
-            iters: self.iters(spec),
-            duration: self.duration_mode(),
-            inline_size: self.inline_size.unwrap_or(d.inline),
-            mtu: self.run.mtu,
-            outs: self.outs.unwrap_or(0),
-            path: self.path(),
-            rx_depth: engine::bench::config::effective_rx_depth(
-                self.rx_depth
-                    .unwrap_or(engine::bench::config::DEFAULT_RX_DEPTH),
-                self.duration_mode().is_none().then(|| self.iters(spec)),
-            ),
-        };
-        let cfg = self.checked(spec, cfg)?;
-        if self.cpu_util && cfg.duration.is_none() {
-            notes.push(
-                "CPU Utilization works only with Duration mode (-D); --cpu_util is ignored (as perftest)".into(),
-            );
-        }
-        Ok(Adjusted { config: cfg, notes })
-    }
-
-    /// `cfg` once valid, and `-o` (when given) at least 1.
-    fn checked<C: TestConfig>(&self, spec: TestSpec, cfg: C) -> Result<C, UsageError> {
-        cfg.validate().map_err(|e| UsageError(e.to_string()))?;
-        if spec.uses_outstanding_reads() && self.outs == Some(0) {
-            return Err(UsageError("-o/--outs: at least 1 outstanding read".into()));
-        }
-        Ok(cfg)
+        self.config_request().lat_config(spec).map_err(usage)
     }
 }
 
-/// Under `-R` the connection manager sets the GID and the path of every
-/// QP from the address (and on iWARP there is no GID or path to set): the
-/// flags that would set them are refused, never silently ignored.
-fn refuse_beside_rdma_cm(cli: &Cli) -> Result<(), UsageError> {
-    let given = [
-        (cli.conn.gid_index.is_some(), "-x/--gid-index"),
-        (cli.run.sl != 0, "-S/--sl"),
-        (cli.run.tclass != 0, "--tclass"),
-        (!cli.run.flow_label.is_empty(), "--flow_label"),
-        (cli.conn.pkey_index != 0, "--pkey_index"),
-    ];
-    match given.iter().find(|(set, _)| *set) {
-        Some((_, flag)) => Err(UsageError(format!(
-            "{flag}: under -R/--rdma_cm the connection manager chooses the GID and path \
-             from the address; name the server by the address whose GID and path you want, \
-             and drop {flag}"
-        ))),
-        None => Ok(()),
-    }
+/// A refused configuration value: the user's input, named by its flag.
+pub fn usage(e: ConfigError) -> UsageError {
+    UsageError(e.to_string())
 }
 
 /// The options of a run, built once from the flags, with the lines to
@@ -851,17 +694,17 @@ impl Parsed {
         let mut said = Vec::new();
         let (spec, role) = match &cli.conn.server {
             Some(server) => {
-                // atomic_bw: -A picks the operation (the client's; a
-                // server runs what its client asks).
-                let spec = cli.atomic_type.map_or(spec, |v| spec.with_atomic(v));
-                let adjusted = match spec.metric {
-                    Metric::Bw => cli.bw_config(spec)?.map(Configuration::Bw),
-                    Metric::Lat => cli.lat_config(spec)?.map(Configuration::Lat),
-                };
-                said.extend(adjusted.notes.iter().map(|n| format!("{spec}: note: {n}")));
+                let configured = configure(spec, &cli.config_request()).map_err(usage)?;
+                let spec = configured.spec;
+                said.extend(
+                    configured
+                        .notes
+                        .iter()
+                        .map(|n| format!("{spec}: note: {n}")),
+                );
                 let role = RoleOptions::Client {
                     server: server.clone(),
-                    config: adjusted.config,
+                    config: configured.config.into(),
                 };
                 (spec, role)
             }
@@ -876,7 +719,8 @@ impl Parsed {
             }
         };
         if cli.conn.rdma_cm {
-            refuse_beside_rdma_cm(cli)?;
+            refuse_beside_rdma_cm(cli.conn.gid_index, &cli.path(), cli.conn.pkey_index)
+                .map_err(usage)?;
         }
         let options = RunOptions {
             spec,
@@ -1052,6 +896,8 @@ pub fn seconds_arg(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::Configuration;
+    use engine::bench::request::NO_PEAK_WARNING;
 
     fn parse_args(spec: TestSpec, args: &[&str]) -> Result<Parsed, UsageError> {
         parse_from(
@@ -1152,6 +998,45 @@ mod tests {
             panic!("{:?}", o.role)
         };
         assert_eq!(c.tx_depth, TestSpec::WRITE_BW.defaults().tx_depth);
+    }
+
+    /// The typed callers (a cluster pair, the exporter's probe) start
+    /// from the options' defaults and [`ConfigRequest::default`]: they
+    /// are what a command line without flags gives, for every test.
+    #[test]
+    fn a_bare_command_line_has_the_typed_defaults() {
+        for spec in engine::bench::spec::IMPLEMENTED {
+            let server = parse_args(spec, &[]).unwrap().run_options(spec).unwrap();
+            let o = server.options;
+            assert_eq!(o.connection, ConnectionOptions::default(), "{spec}");
+            assert_eq!(o.local, LocalOptions::default(), "{spec}");
+            assert_eq!(o.verdicts, VerdictPlan::default(), "{spec}");
+            assert_eq!(
+                o.output,
+                OutputPlan {
+                    stdout_table: true,
+                    ..OutputPlan::default()
+                },
+                "{spec}"
+            );
+            assert_eq!(o.devices, [DeviceSelection::default()]);
+            let p = parse_args(spec, &["host"]).unwrap();
+            // The tx depth's default is filled by clap, from the spec.
+            assert_eq!(
+                p.cli.config_request(),
+                ConfigRequest {
+                    tx_depth: Some(spec.defaults().tx_depth),
+                    ..ConfigRequest::default()
+                },
+                "{spec}"
+            );
+            let RoleOptions::Client { config, .. } = p.run_options(spec).unwrap().options.role
+            else {
+                panic!("{spec}: not a client");
+            };
+            let typed = configure(spec, &ConfigRequest::default()).unwrap();
+            assert_eq!(config, typed.config.into(), "{spec}");
+        }
     }
 
     /// Every argument id the applicability tables (and `applies`' own

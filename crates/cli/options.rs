@@ -1,7 +1,10 @@
 //! The options of one run, typed and built once ([`crate::args`] builds
-//! them from the command line; the exporter's probe from its URL). Nothing
-//! below [`crate::runner::main`] sees the command line: the runner, the
-//! session and the measured loops read these.
+//! them from the command line; a cluster pair from its typed `PairTest`,
+//! starting from these types' [`Default`]s, which equal a command line
+//! without flags; the exporter's probe from its URL). Every caller makes
+//! the test configuration with [`engine::bench::request::configure`].
+//! Nothing below [`crate::runner::main`] sees the command line: the
+//! runner, the session and the measured loops read these.
 //!
 //! - [`RunOptions`]: what to run ([`TestSpec`]), as which side
 //!   ([`RoleOptions`]: a client carries the adjusted test configuration),
@@ -14,8 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use engine::bench::clock::ClockChoice;
-use engine::bench::config::LatConfig;
-use engine::bench::config::{BwConfig, TestConfig};
+use engine::bench::config::{BwConfig, ConfigRecord, LatConfig, TestConfig};
 use engine::bench::spec::TestSpec;
 use engine::fabric::link::ExpectRate;
 use engine::format::perftest_json::OutputFigure;
@@ -25,7 +27,7 @@ use engine::results::lat::Percentile;
 use crate::placement::Placement;
 
 /// Everything one side of a run needs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunOptions {
     /// The test (an atomic client's: the `-A` operation's).
     pub spec: TestSpec,
@@ -45,7 +47,7 @@ pub struct RunOptions {
 }
 
 /// Which side this is.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum RoleOptions {
     /// Connects to `server` and runs `config` there.
     Client {
@@ -65,6 +67,16 @@ pub enum Configuration {
     Bw(BwConfig),
     /// A latency test's.
     Lat(LatConfig),
+}
+
+impl From<ConfigRecord> for Configuration {
+    /// What [`engine::bench::request::configure`] made.
+    fn from(c: ConfigRecord) -> Self {
+        match c {
+            ConfigRecord::Bw(b) => Self::Bw(b),
+            ConfigRecord::Lat(l) => Self::Lat(l),
+        }
+    }
 }
 
 /// A test configuration's type, taken out of a [`Configuration`].
@@ -103,7 +115,7 @@ pub struct DeviceSelection {
 }
 
 /// The control connection and the bounds on the peer.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConnectionOptions {
     /// TCP port of the control channel.
     pub port: u16,
@@ -127,8 +139,41 @@ pub struct ConnectionOptions {
     pub rdma_cm: bool,
 }
 
+/// `--bind`'s default: every address.
+pub const DEFAULT_BIND: &str = "0.0.0.0";
+/// `--timeout`'s default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
+/// `--accept-timeout`'s default.
+pub const DEFAULT_ACCEPT_TIMEOUT: Duration = Duration::from_secs(300);
+/// `-u/--qp-timeout`'s default: perftest's `DEF_QP_TIME` (14: 4.096 µs ×
+/// 2^14, about 67 ms).
+pub const DEFAULT_QP_TIMEOUT: u8 = 14;
+/// `--max-mem`'s default: 1 GiB.
+pub const DEFAULT_MAX_MEM: u64 = 1 << 30;
+/// `--min-efficiency`'s default.
+pub const DEFAULT_MIN_EFFICIENCY: f64 = 0.9;
+
+impl Default for ConnectionOptions {
+    /// A command line without connection flags (the test
+    /// `a_bare_command_line_has_the_typed_defaults` in `args.rs` keeps
+    /// the two equal).
+    fn default() -> Self {
+        Self {
+            port: engine::bench::config::DEFAULT_PORT,
+            bind: DEFAULT_BIND.to_owned(),
+            timeout: DEFAULT_TIMEOUT,
+            accept_timeout: DEFAULT_ACCEPT_TIMEOUT,
+            persistent: false,
+            retry_refused: true,
+            pkey_index: 0,
+            qp_timeout: DEFAULT_QP_TIMEOUT,
+            rdma_cm: false,
+        }
+    }
+}
+
 /// This side's own choices.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LocalOptions {
     /// How work requests are posted.
     pub post_path: verbs::PostPath,
@@ -150,8 +195,26 @@ pub struct LocalOptions {
     pub banner: bool,
 }
 
-/// Where a run's results go, and how they are shown.
-#[derive(Debug, Clone, Default)]
+impl Default for LocalOptions {
+    /// A command line without local flags: the `ibv_wr_*` path, the NIC's
+    /// NUMA node, banners on.
+    fn default() -> Self {
+        Self {
+            post_path: verbs::PostPath::Extended,
+            huge_pages: false,
+            clock: ClockChoice::Auto,
+            max_mem: DEFAULT_MAX_MEM,
+            sysfs_root: PathBuf::from("/sys"),
+            placement: Placement::NicNode,
+            explicit_inline: false,
+            banner: true,
+        }
+    }
+}
+
+/// Where a run's results go, and how they are shown. [`Default`]: a
+/// command line without output flags, but nothing on stdout.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct OutputPlan {
     /// Whether the table (or `--output`'s figure) goes to stdout.
     pub stdout_table: bool,
@@ -199,7 +262,7 @@ impl OutputPlan {
 }
 
 /// What a run's results are judged against.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VerdictPlan {
     /// `--expect-rate`.
     pub expect_rate: Option<ExpectRate>,
@@ -213,6 +276,21 @@ pub struct VerdictPlan {
     pub max_latency: Option<f64>,
     /// `--percentile`.
     pub percentile: Percentile,
+}
+
+impl Default for VerdictPlan {
+    /// A command line without verdict flags: nothing judged but the
+    /// median, were `--max-latency` given.
+    fn default() -> Self {
+        Self {
+            expect_rate: None,
+            min_efficiency: DEFAULT_MIN_EFFICIENCY,
+            limit_bw: None,
+            limit_msgrate: None,
+            max_latency: None,
+            percentile: Percentile::Median,
+        }
+    }
 }
 
 impl RunOptions {

@@ -6,17 +6,24 @@
 //! `--simulate`: no device, no connection, a fabricated figure.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use anyhow::Context as _;
+use engine::bench::request::{ConfigRequest, configure, refuse_beside_rdma_cm};
 use engine::bench::spec::TestSpec;
 use engine::cluster::pair_test::{LAT_SIZE, PairTest};
 use engine::cluster::schedule::Rank;
 use engine::cluster::verdict::{Measurement, Outcome, PairLatency};
+use engine::format::table::Unit;
 use engine::results::lat::Percentile;
 use engine::results::record::Figures;
 
+use crate::args::usage;
 use crate::oob::Listener;
-use crate::options::{DeviceSelection, RunOptions};
+use crate::options::{
+    ConnectionOptions, DeviceSelection, LocalOptions, OutputPlan, RoleOptions, RunOptions,
+    VerdictPlan,
+};
 use crate::runner::RunSummary;
 
 /// `--simulate-slow RANK[:RAIL]`: a rank whose pairs (on one rail, or
@@ -44,64 +51,73 @@ pub const SIMULATED_SLOW_GBPS: f64 = 40.0;
 
 /// The options of one direction's test: `spec` is `write_bw`, or
 /// `write_lat` (`--latency`); the client's against `server` (address,
-/// pair port), or the server's when `None`.
+/// pair port), or the server's when `None`. Built from the typed values,
+/// never from a command line: `write_bw -s SIZE -D SECONDS -q QPS
+/// --report_gbits` or `write_lat -s 2 -n ITERS`, with `--timeout`,
+/// `--accept-timeout` (the direction's bound: a server waits for its
+/// partner's previous direction to end), `-R` and this rank's device,
+/// through perftest's rules ([`engine::bench::request::configure`]) as
+/// the test binaries apply them to their flags.
 ///
 /// # Errors
-/// When the flags built from `test` and `device` are refused (a device
-/// name with a space, say): a usage error naming the flag.
+/// When the configuration refuses a value (a `write_bw` size above 8 MiB,
+/// say), or `-R` meets a GID index: a usage error naming the flag.
 pub fn options(
     spec: TestSpec,
     test: &PairTest,
     device: &DeviceSelection,
     server: Option<(&str, u16)>,
 ) -> anyhow::Result<RunOptions> {
-    let mut argv: Vec<String> = vec![spec.name().into()];
-    let mut flag = |f: &str, v: String| {
-        argv.push(f.into());
-        argv.push(v);
-    };
     let bw = spec == TestSpec::WRITE_BW;
-    if bw {
-        flag("-s", test.size.to_string());
-        flag("-D", test.duration_s.to_string());
-        flag("-q", test.qps.to_string());
+    let request = if bw {
+        ConfigRequest {
+            size: Some(test.size),
+            duration: Some(f64::from(test.duration_s)),
+            qps: test.qps,
+            ..ConfigRequest::default()
+        }
     } else {
-        flag("-s", LAT_SIZE.to_string());
-        flag("-n", test.lat_iters.to_string());
-    }
-    flag("--timeout", test.timeout_s.to_string());
-    // A server waits for its partner's previous direction to end.
-    flag(
-        "--accept-timeout",
-        test.direction_bound().as_secs().max(1).to_string(),
-    );
-    if let Some(d) = &device.name {
-        flag("-d", d.clone());
-    }
-    if let Some(p) = device.port {
-        flag("-i", p.to_string());
-    }
-    if let Some(x) = device.gid_index {
-        flag("-x", x.to_string());
-    }
-    if let Some((_, port)) = server {
-        flag("-p", port.to_string());
-    }
-    if bw {
-        argv.push("--report_gbits".into());
-    }
+        ConfigRequest {
+            size: Some(LAT_SIZE),
+            iters: Some(test.lat_iters),
+            ..ConfigRequest::default()
+        }
+    };
+    let role = match server {
+        Some((host, _)) => RoleOptions::Client {
+            server: host.to_owned(),
+            config: configure(spec, &request).map_err(usage)?.config.into(),
+        },
+        None => RoleOptions::Server,
+    };
     if test.rdma_cm {
-        argv.push("-R".into());
+        refuse_beside_rdma_cm(device.gid_index, &request.path, 0).map_err(usage)?;
     }
-    if let Some((host, _)) = server {
-        argv.push(host.into());
-    }
-    let parsed = crate::args::try_parse_from(spec, &argv)?;
-    let mut built = parsed.run_options(spec)?.options;
-    // Results come back typed; nothing on stdout, no banner.
-    built.output.stdout_table = false;
-    built.local.banner = false;
-    Ok(built)
+    Ok(RunOptions {
+        spec,
+        role,
+        devices: vec![device.clone()],
+        connection: ConnectionOptions {
+            // A server listens on the pair listener it holds.
+            port: server.map_or(engine::bench::config::DEFAULT_PORT, |(_, port)| port),
+            timeout: Duration::from_secs(u64::from(test.timeout_s)),
+            // A server waits for its partner's previous direction to end
+            // (in whole seconds, at least 1, as `--accept-timeout` takes).
+            accept_timeout: Duration::from_secs(test.direction_bound().as_secs().max(1)),
+            rdma_cm: test.rdma_cm,
+            ..ConnectionOptions::default()
+        },
+        // Results come back typed; nothing on stdout, no banner.
+        local: LocalOptions {
+            banner: false,
+            ..LocalOptions::default()
+        },
+        output: OutputPlan {
+            unit: if bw { Unit::Gbps } else { Unit::MibPerSec },
+            ..OutputPlan::default()
+        },
+        verdicts: VerdictPlan::default(),
+    })
 }
 
 /// `--simulate`'s measurement of `me` → `partner` in `round` on `rail`,
@@ -268,7 +284,6 @@ pub fn reachable_address(flag: Option<&str>, to_coordinator: Option<SocketAddr>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::RoleOptions;
     use engine::cluster::pair_test::LAT_ITERATIONS;
 
     fn test() -> PairTest {
@@ -284,6 +299,183 @@ mod tests {
             simulate: false,
             simulate_ms: 0,
         }
+    }
+
+    /// The oracle: the options as they were built before they were
+    /// typed, by writing the direction's command line and parsing it
+    /// back as `write_bw`/`write_lat` would. Kept (test code only) so
+    /// that the typed [`options`] is shown to build the same run.
+    fn argv_options(
+        spec: TestSpec,
+        test: &PairTest,
+        device: &DeviceSelection,
+        server: Option<(&str, u16)>,
+    ) -> anyhow::Result<RunOptions> {
+        let mut argv: Vec<String> = vec![spec.name().into()];
+        let mut flag = |f: &str, v: String| {
+            argv.push(f.into());
+            argv.push(v);
+        };
+        let bw = spec == TestSpec::WRITE_BW;
+        if bw {
+            flag("-s", test.size.to_string());
+            flag("-D", test.duration_s.to_string());
+            flag("-q", test.qps.to_string());
+        } else {
+            flag("-s", LAT_SIZE.to_string());
+            flag("-n", test.lat_iters.to_string());
+        }
+        flag("--timeout", test.timeout_s.to_string());
+        flag(
+            "--accept-timeout",
+            test.direction_bound().as_secs().max(1).to_string(),
+        );
+        if let Some(d) = &device.name {
+            flag("-d", d.clone());
+        }
+        if let Some(p) = device.port {
+            flag("-i", p.to_string());
+        }
+        if let Some(x) = device.gid_index {
+            flag("-x", x.to_string());
+        }
+        if let Some((_, port)) = server {
+            flag("-p", port.to_string());
+        }
+        if bw {
+            argv.push("--report_gbits".into());
+        }
+        if test.rdma_cm {
+            argv.push("-R".into());
+        }
+        if let Some((host, _)) = server {
+            argv.push(host.into());
+        }
+        let parsed = crate::args::try_parse_from(spec, &argv)?;
+        let mut built = parsed.run_options(spec)?.options;
+        built.output.stdout_table = false;
+        built.local.banner = false;
+        Ok(built)
+    }
+
+    /// Representative pair tests: the defaults, the bounds of every
+    /// field, rdma_cm, and ones the test configuration refuses.
+    fn representative_tests() -> Vec<PairTest> {
+        let t = test();
+        vec![
+            t.clone(),
+            PairTest {
+                size: 1,
+                duration_s: 1,
+                qps: 1,
+                timeout_s: 1,
+                lat_iters: 2,
+                ..t.clone()
+            },
+            PairTest {
+                size: 65536,
+                duration_s: 4,
+                qps: 64,
+                latency: true,
+                lat_iters: 1_000_000,
+                percentile: "p99".into(),
+                ..t.clone()
+            },
+            PairTest {
+                size: 8 << 20,
+                duration_s: 600,
+                timeout_s: 3600,
+                rdma_cm: true,
+                ..t.clone()
+            },
+            PairTest {
+                size: 8192,
+                duration_s: 3,
+                qps: 16,
+                rdma_cm: true,
+                latency: true,
+                ..t.clone()
+            },
+            // Above the bandwidth test's 8 MiB (a pair test allows 64):
+            // refused, naming -s/--size.
+            PairTest {
+                size: 16 << 20,
+                ..t.clone()
+            },
+            // Too few iterations for write_lat: refused, naming -n/--iters.
+            PairTest { lat_iters: 3, ..t },
+        ]
+    }
+
+    fn representative_devices() -> Vec<DeviceSelection> {
+        vec![
+            DeviceSelection::default(),
+            DeviceSelection {
+                name: Some("mlx5_0".into()),
+                port: None,
+                gid_index: None,
+            },
+            DeviceSelection {
+                name: Some("rxe1".into()),
+                port: Some(2),
+                gid_index: Some(3),
+            },
+            DeviceSelection {
+                name: None,
+                port: Some(1),
+                gid_index: Some(0),
+            },
+        ]
+    }
+
+    #[test]
+    fn typed_options_equal_what_the_command_line_built() {
+        let servers = [
+            None,
+            Some(("169.254.10.2", 40123)),
+            Some(("fe80::1", 18515)),
+            Some(("node-7.example", 1)),
+        ];
+        let mut compared = (0, 0);
+        for spec in [TestSpec::WRITE_BW, TestSpec::WRITE_LAT] {
+            for t in representative_tests() {
+                for dev in representative_devices() {
+                    for server in servers {
+                        let typed = options(spec, &t, &dev, server);
+                        let argv = argv_options(spec, &t, &dev, server);
+                        let case = format!("{spec} {t:?} {dev:?} {server:?}");
+                        match (typed, argv) {
+                            (Ok(typed), Ok(argv)) => {
+                                assert_eq!(typed, argv, "{case}");
+                                compared.0 += 1;
+                            }
+                            (Err(typed), Err(argv)) => {
+                                assert_eq!(format!("{typed:#}"), format!("{argv:#}"), "{case}");
+                                compared.1 += 1;
+                            }
+                            (typed, argv) => panic!("{case}: typed {typed:?}, argv {argv:?}"),
+                        }
+                    }
+                }
+            }
+        }
+        // Both outcomes were met: runs built, and runs refused.
+        assert!(compared.0 > 100 && compared.1 > 10, "{compared:?}");
+    }
+
+    /// Where the two paths part, on purpose: a device name is a value,
+    /// never text that clap could take for a flag (the command line
+    /// `-d -q` refused such a name; the device lookup now names it).
+    #[test]
+    fn a_device_name_is_taken_as_it_is_never_as_a_flag() {
+        let dev = DeviceSelection {
+            name: Some("-q".into()),
+            ..DeviceSelection::default()
+        };
+        let server = Some(("169.254.10.2", 40123));
+        let o = options(TestSpec::WRITE_BW, &test(), &dev, server).unwrap();
+        assert_eq!(o.devices, std::slice::from_ref(&dev));
+        assert!(argv_options(TestSpec::WRITE_BW, &test(), &dev, server).is_err());
     }
 
     #[test]

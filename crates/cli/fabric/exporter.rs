@@ -33,6 +33,7 @@ use engine::fabric::ports::{DeviceState, PortsVerdict};
 
 use super::http::{self, Request, RequestError};
 use crate::UsageError;
+use crate::args::Parsed;
 use crate::options::RunOptions;
 
 /// The test a probe's `test=` names: a binary of a test this build runs.
@@ -90,6 +91,8 @@ pub struct ExporterArgs {
 #[derive(Debug)]
 struct Exporter {
     args: ExporterArgs,
+    /// The `--probe-arg`s, parsed once per test binary.
+    probe_flags: ProbeFlags,
     /// Targets with a probe running.
     probing: Mutex<BTreeSet<String>>,
     probes: AtomicUsize,
@@ -115,7 +118,8 @@ pub fn run(args: &ExporterArgs) -> anyhow::Result<u8> {
     // a probe of another test fails with that test's own message, as its
     // command line would. Ones that no test takes are the exporter's usage
     // error, before it listens.
-    let refusals = probe_arg_refusals(args);
+    let probe_flags = ProbeFlags::parse(args);
+    let refusals = probe_arg_refusals(args, &probe_flags);
     let tests: Vec<&str> = IMPLEMENTED.iter().map(|s| s.binary()).collect();
     let refusing: Vec<&str> = refusals.iter().map(|(t, _)| *t).collect();
     if let Some((first, why)) = refusals.first() {
@@ -135,6 +139,7 @@ pub fn run(args: &ExporterArgs) -> anyhow::Result<u8> {
         .map_err(|e| UsageError(format!("--listen: cannot listen on {}: {e}", args.listen)))?;
     let exporter = Arc::new(Exporter {
         args: args.clone(),
+        probe_flags,
         probing: Mutex::new(BTreeSet::new()),
         probes: AtomicUsize::new(0),
         connections: AtomicUsize::new(0),
@@ -287,7 +292,11 @@ impl Exporter {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
-        let options = match plan.options(&self.args, &prom, budget) {
+        let options = match self
+            .probe_flags
+            .of(&plan.test)
+            .and_then(|f| plan.options(&self.args, f, &prom, budget))
+        {
             Ok(o) => o,
             Err(e) => return ProbeOutcome::failed(&format!("{}: error: {e:#}", plan.test)),
         };
@@ -461,61 +470,105 @@ impl ProbePlan {
         }
     }
 
-    /// The options of the probe's run: its test's command line (the
-    /// test binary's flags, `--probe-arg`s included, checked as that
-    /// binary checks them), as a quiet client (no table, no banner) that
-    /// writes `--prom` to `prom` and reports a refused connection at once.
+    /// The options of the probe's run: its test's flags (`flags`: the
+    /// `--probe-arg`s, parsed once as that test binary parses its
+    /// command line), then the probe's own typed values — `-D`, `-s`,
+    /// `--timeout` (what the probe's bound allows, at most 10 s between
+    /// two messages), `--prom` to `prom`, the exporter's `-d`, the
+    /// target's port and host — as a quiet client (no table, no banner)
+    /// that reports a refused connection at once. Nothing is written out
+    /// and parsed back: the options are built as the test binary builds
+    /// its own ([`crate::args::Parsed::run_options`]).
     ///
     /// # Errors
-    /// A usage error of the command line.
+    /// A usage error naming the flag: the configuration refuses a value,
+    /// or a `--probe-arg` sets what the probe sets.
     fn options(
         &self,
         args: &ExporterArgs,
+        flags: &Parsed,
         prom: &Path,
         budget: Duration,
     ) -> Result<RunOptions, UsageError> {
         let spec = probe_spec(&self.test)
             .ok_or_else(|| UsageError(format!("{} is not a test", self.test)))?;
-        let argv = std::iter::once(self.test.clone()).chain(self.client_args(args, prom, budget));
-        let mut options = crate::args::try_parse_from(spec, argv)?
-            .run_options(spec)?
-            .options;
+        // What the probe sets, a --probe-arg may not set too (the test's
+        // command line would have had the flag twice).
+        let mut set_here = vec![
+            "-D/--duration",
+            "-s/--size",
+            "--timeout",
+            "--prom",
+            "SERVER",
+        ];
+        if args.device.is_some() {
+            set_here.push("-d/--ib-dev");
+        }
+        if self.port.is_some() {
+            set_here.push("-p/--port");
+        }
+        if let Some(flag) = set_here.iter().find(|f| flags.was_given(f)) {
+            return Err(UsageError(format!(
+                "--probe-arg: {flag} is set by the probe (its URL or the exporter's own flags); \
+                 drop it from the --probe-args"
+            )));
+        }
+        let mut flags = flags.clone();
+        let cli = &mut flags.cli;
+        cli.run.duration = Some(f64::from(self.duration));
+        cli.run.size = Some(self.size);
+        cli.conn.timeout = budget.min(Duration::from_secs(10));
+        cli.prom = Some(prom.to_path_buf());
+        if let Some(d) = &args.device {
+            cli.device.ib_dev = Some(d.clone());
+        }
+        if let Some(p) = self.port {
+            cli.conn.port = p;
+        }
+        cli.conn.server = Some(self.host.clone());
+        let mut options = flags.run_options(spec)?.options;
         options.output.stdout_table = false;
         options.local.banner = false;
         options.connection.retry_refused = false;
         Ok(options)
     }
+}
 
-    /// The client's command line.
-    fn client_args(&self, args: &ExporterArgs, prom: &Path, budget: Duration) -> Vec<String> {
-        // The peer bound: what the probe's bound allows, at most 10 s
-        // between two messages.
-        let peer_timeout = budget.min(Duration::from_secs(10)).as_secs_f64();
-        let mut v = vec![
-            "-D".to_owned(),
-            self.duration.to_string(),
-            "-s".to_owned(),
-            self.size.to_string(),
-            "--timeout".to_owned(),
-            peer_timeout.to_string(),
-            "--prom".to_owned(),
-            prom.display().to_string(),
-        ];
-        if let Some(d) = &args.device {
-            v.extend(["-d".to_owned(), d.clone()]);
+/// Each test binary's `--probe-arg`s, parsed once when the exporter
+/// starts, as that binary parses its command line (each binary once, in
+/// [`IMPLEMENTED`]'s order), or that binary's refusal of them.
+#[derive(Debug)]
+struct ProbeFlags(Vec<(&'static str, Result<Parsed, UsageError>)>);
+
+impl ProbeFlags {
+    fn parse(args: &ExporterArgs) -> Self {
+        let parsed = probe_binaries()
+            .into_iter()
+            .filter_map(|test| {
+                let spec = probe_spec(test)?;
+                let argv = std::iter::once(test.to_owned()).chain(args.probe_args.iter().cloned());
+                Some((test, crate::args::try_parse_from(spec, argv)))
+            })
+            .collect();
+        Self(parsed)
+    }
+
+    /// `test`'s flags.
+    ///
+    /// # Errors
+    /// `test`'s refusal of the `--probe-arg`s.
+    fn of(&self, test: &str) -> Result<&Parsed, UsageError> {
+        match self.0.iter().find(|(t, _)| *t == test) {
+            Some((_, Ok(parsed))) => Ok(parsed),
+            Some((_, Err(e))) => Err(UsageError(e.0.clone())),
+            None => Err(UsageError(format!("{test} is not a test"))),
         }
-        if let Some(p) = self.port {
-            v.extend(["-p".to_owned(), p.to_string()]);
-        }
-        v.extend(args.probe_args.iter().cloned());
-        v.push(self.host.clone());
-        v
     }
 }
 
 /// The tests (each binary once, in [`IMPLEMENTED`]'s order) whose flag
 /// parser refuses a probe's command line with the `--probe-arg`s, and why.
-fn probe_arg_refusals(args: &ExporterArgs) -> Vec<(&'static str, String)> {
+fn probe_arg_refusals(args: &ExporterArgs, flags: &ProbeFlags) -> Vec<(&'static str, String)> {
     let mut refusals: Vec<(&'static str, String)> = Vec::new();
     for spec in IMPLEMENTED {
         let test = spec.binary();
@@ -530,7 +583,10 @@ fn probe_arg_refusals(args: &ExporterArgs) -> Vec<(&'static str, String)> {
             duration: 1,
         };
         let budget = Duration::from_secs(u64::from(args.probe_timeout));
-        if let Err(e) = plan.options(args, Path::new("probe.prom"), budget) {
+        if let Err(e) = flags
+            .of(test)
+            .and_then(|f| plan.options(args, f, Path::new("probe.prom"), budget))
+        {
             refusals.push((test, e.0));
         }
     }
@@ -711,6 +767,100 @@ mod tests {
         http::parse_request_line(&format!("GET /probe?{query} HTTP/1.1")).unwrap()
     }
 
+    /// The probe's options as the exporter builds them (a 30 s budget,
+    /// results to /tmp/p.prom).
+    fn typed(plan: &ProbePlan, a: &ExporterArgs) -> Result<RunOptions, UsageError> {
+        ProbeFlags::parse(a)
+            .of(&plan.test)
+            .and_then(|f| plan.options(a, f, Path::new("/tmp/p.prom"), Duration::from_secs(30)))
+    }
+
+    /// The oracle: the options as they were built before they were
+    /// typed, by writing the probe's command line and parsing it back as
+    /// its test binary would. Kept (test code only) to show that the
+    /// typed [`ProbePlan::options`] builds the same run.
+    fn argv_options(plan: &ProbePlan, a: &ExporterArgs) -> Result<RunOptions, UsageError> {
+        let spec = probe_spec(&plan.test).unwrap();
+        let peer_timeout = Duration::from_secs(30)
+            .min(Duration::from_secs(10))
+            .as_secs_f64();
+        let mut v = vec![
+            plan.test.clone(),
+            "-D".to_owned(),
+            plan.duration.to_string(),
+            "-s".to_owned(),
+            plan.size.to_string(),
+            "--timeout".to_owned(),
+            peer_timeout.to_string(),
+            "--prom".to_owned(),
+            "/tmp/p.prom".to_owned(),
+        ];
+        if let Some(d) = &a.device {
+            v.extend(["-d".to_owned(), d.clone()]);
+        }
+        if let Some(p) = plan.port {
+            v.extend(["-p".to_owned(), p.to_string()]);
+        }
+        v.extend(a.probe_args.iter().cloned());
+        v.push(plan.host.clone());
+        let mut options = crate::args::try_parse_from(spec, v)?
+            .run_options(spec)?
+            .options;
+        options.output.stdout_table = false;
+        options.local.banner = false;
+        options.connection.retry_refused = false;
+        Ok(options)
+    }
+
+    #[test]
+    fn typed_probe_options_equal_what_the_command_line_built() {
+        let exporters: [&[&str]; 7] = [
+            &[],
+            &["-d", "mlx5_0"],
+            &["-d", "rxe0", "--probe-arg=-x", "--probe-arg", "3"],
+            &[
+                "--probe-arg=-q",
+                "--probe-arg=4",
+                "--probe-arg=--report_gbits",
+            ],
+            &["--probe-arg=-R", "--probe-arg=-u", "--probe-arg=18"],
+            &["--probe-arg=-I", "--probe-arg=64"],
+            // Refused by the configuration, naming the flag.
+            &["--probe-arg=-q", "--probe-arg=0"],
+        ];
+        let queries = [
+            "target=node1",
+            "target=node1:18600&test=read_lat&size=64&duration=3",
+            "target=[fe80::1]:7&test=write_bw&size=1M&duration=10",
+            "target=10.0.0.2&test=send_bw&size=4096&duration=1",
+            "target=n&test=atomic_bw",
+            "target=n&test=send_lat&duration=4",
+            "target=n&test=read_bw&size=8",
+        ];
+        let mut compared = (0, 0);
+        for extra in exporters {
+            let mut flags = vec!["--max-size", "8M", "--max-duration", "10"];
+            flags.extend_from_slice(extra);
+            let a = args(&flags);
+            for query in queries {
+                let plan = ProbePlan::from_request(&request(query), &a).unwrap();
+                let case = format!("{extra:?} {query}");
+                match (typed(&plan, &a), argv_options(&plan, &a)) {
+                    (Ok(typed), Ok(argv)) => {
+                        assert_eq!(typed, argv, "{case}");
+                        compared.0 += 1;
+                    }
+                    (Err(typed), Err(argv)) => {
+                        assert_eq!(typed.0, argv.0, "{case}");
+                        compared.1 += 1;
+                    }
+                    (typed, argv) => panic!("{case}: typed {typed:?}, argv {argv:?}"),
+                }
+            }
+        }
+        assert!(compared.0 > 20 && compared.1 > 3, "{compared:?}");
+    }
+
     #[test]
     fn targets_are_host_host_port_or_bracketed_ipv6() {
         assert_eq!(split_target("node1"), Ok(("node1".into(), None)));
@@ -736,31 +886,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(plan.test, "read_lat");
-        assert_eq!(
-            plan.client_args(&a, Path::new("/tmp/p.prom"), Duration::from_secs(30)),
-            [
-                "-D",
-                "3",
-                "-s",
-                "64",
-                "--timeout",
-                "10",
-                "--prom",
-                "/tmp/p.prom",
-                "-d",
-                "mlx5_0",
-                "-p",
-                "18600",
-                "-x",
-                "3",
-                "node1"
-            ]
-        );
         // In process: the test's own flags, a quiet client that reports a
         // refusal at once.
-        let o = plan
-            .options(&a, Path::new("/tmp/p.prom"), Duration::from_secs(30))
-            .unwrap();
+        let o = typed(&plan, &a).unwrap();
         assert_eq!(o.spec, TestSpec::READ_LAT);
         assert!(
             matches!(&o.role, crate::options::RoleOptions::Client { server, .. } if server == "node1")
@@ -773,9 +901,13 @@ mod tests {
         assert_eq!(o.output.prom.as_deref(), Some(Path::new("/tmp/p.prom")));
         // A --probe-arg the test refuses is a usage error, not an exit.
         let bad = args(&["--probe-arg=--no-such-flag"]);
+        assert!(typed(&plan, &bad).is_err());
+        // One the probe sets is refused, naming it.
+        let twice = args(&["--probe-arg=-s", "--probe-arg=64"]);
+        let e = typed(&plan, &twice).unwrap_err();
         assert!(
-            plan.options(&bad, Path::new("/tmp/p.prom"), Duration::from_secs(30))
-                .is_err()
+            e.0.starts_with("--probe-arg: -s/--size is set by the probe"),
+            "{e}"
         );
         // Defaults: write_bw, 64 KiB, 2 s; the latency tests 2 B.
         let plan = ProbePlan::from_request(&request("target=n"), &a).unwrap();

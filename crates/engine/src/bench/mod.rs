@@ -6,6 +6,9 @@
 //! - [`config`]: the bandwidth and latency configurations the client
 //!   sends, their limits and validation, and the ring and budget
 //!   arithmetic derived from them.
+//! - [`request`]: what a client asks for (flags or typed values) and
+//!   perftest's rules that make the run's configuration of it, one
+//!   function for every caller.
 //! - [`plan`]: who does what: a side's role and, in the bandwidth loop,
 //!   whether it posts, receives, drains.
 //! - [`sched`]: the bandwidth loop's scheduling policy (`wr_id`s, posting,
@@ -24,5 +27,6 @@ pub mod config;
 pub mod credit;
 pub mod device;
 pub mod plan;
+pub mod request;
 pub mod sched;
 pub mod spec;
