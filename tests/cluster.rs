@@ -1457,3 +1457,144 @@ fn the_self_test_on_one_rank_measures_both_rails_of_soft_roce_both_ways() {
         "{stdout}"
     );
 }
+
+#[test]
+fn simulate_ranks_at_4096_name_the_absent_the_dying_and_the_mute_rank_exit_4() {
+    // Rank 0's real driver against 4,096 ranks in helper processes: one
+    // never joins, one closes its connection when the first round starts,
+    // one stops reading and never reports. Each is named MISSING, the run
+    // ends (the mute rank holds the round only until its bound), the other
+    // 4,093 pass.
+    let dir = TempDir::new("cluster-4096");
+    let out = cluster(
+        &[
+            "--simulate-ranks",
+            "4096",
+            "--pattern",
+            "quick",
+            "--timeout",
+            "1",
+            "--rendezvous-timeout",
+            "10",
+            "--simulate-absent",
+            "17",
+            "--simulate-die",
+            "100:0",
+            "--simulate-mute",
+            "2049",
+            "--report",
+            dir.root().to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stdout = stdout_of(&out, 4);
+    let stderr = text(&out.stderr);
+    for (rank, why) in [
+        (17, "did not join within --rendezvous-timeout"),
+        (100, "left in round 0"),
+        (2049, "sent no report within round 0's bound"),
+    ] {
+        assert!(
+            stderr.contains(&format!("rank {rank} {why}")),
+            "rank {rank}: {stderr}"
+        );
+        assert!(
+            stdout.contains(&format!("rank {rank} "))
+                && node_line(&stdout, rank).contains("MISSING"),
+            "{stdout}"
+        );
+    }
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.root().join("summary.json")).unwrap())
+            .unwrap();
+    let nodes = summary["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 4096);
+    let not_passed: Vec<u64> = nodes
+        .iter()
+        .filter(|n| n["verdict"] != "PASS")
+        .map(|n| n["rank"].as_u64().unwrap())
+        .collect();
+    // Their partners (17's, 100's and 2049's: 2065, 2148 and 1) are not
+    // blamed: their pairs are "peer missing".
+    assert_eq!(not_passed, [17, 100, 2049], "{stdout}");
+}
+
+#[test]
+fn three_hundred_rank_processes_join_a_rank_0_whose_soft_open_files_limit_is_lower() {
+    // Real processes, one per rank, against one rank 0 started with a
+    // soft limit of 128 open files: rank 0 raises it to its hard limit
+    // (it needs one per rank) and every rank joins.
+    let n = 300u32;
+    let coordinator = format!("127.0.0.1:{}", free_port());
+    let size = n.to_string();
+    let rank0 = Command::new("bash")
+        .args([
+            "-c",
+            r#"ulimit -Sn 128 && exec "$0" cluster "$@""#,
+            RDMAPERF,
+            "--rank",
+            "0",
+            "--size",
+            &size,
+            "--coordinator",
+            &coordinator,
+            "--simulate",
+            "--pattern",
+            "quick",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rank 0");
+    let others: Vec<Child> = (1..n)
+        .map(|r| spawn_rank(&coordinator, r, n, &[]))
+        .collect();
+    let out = rank0.wait_with_output().unwrap();
+    let stdout = stdout_of(&out, 0);
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|l| l.starts_with("rank ") && l.contains(": PASS"))
+            .count(),
+        n as usize,
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    for (r, o) in others.into_iter().enumerate() {
+        let o = o.wait_with_output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "rank {}: {}",
+            r + 1,
+            text(&o.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_hard_open_files_limit_below_the_job_is_a_usage_error_before_any_wait() {
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            r#"ulimit -n 200 && exec "$0" cluster "$@""#,
+            RDMAPERF,
+            "--rank",
+            "0",
+            "--size",
+            "1000",
+            "--coordinator",
+            &format!("127.0.0.1:{}", free_port()),
+            "--simulate",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("needs 1256 open files")
+            && err.contains("at most 200")
+            && err.contains("ulimit -n"),
+        "{err}"
+    );
+}

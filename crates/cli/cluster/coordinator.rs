@@ -248,7 +248,14 @@ pub fn run(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<u8> {
         send_all(&poll, &mut conns, &mut machine);
         while let Some(note) = machine.poll_note() {
             match note {
-                Note::Plan(line) => writeln!(out, "{line}").map_err(crate::stdout_write_error)?,
+                Note::Plan(line) => {
+                    eprintln!(
+                        "rdmaperf cluster: {} of {size} ranks joined in {:.1} s; the start and the first round sent",
+                        machine.live().count(),
+                        started.elapsed().as_secs_f64()
+                    );
+                    writeln!(out, "{line}").map_err(crate::stdout_write_error)?;
+                }
                 Note::Retest { suspects, rounds } => writeln!(
                     out,
                     "plan: retest of {suspects} suspect ranks against known-good ones: {rounds} rounds"

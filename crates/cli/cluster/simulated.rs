@@ -530,7 +530,9 @@ fn read_rank(poll: &Poll, r: &mut SimRank, node: &mut Node, scratch: &mut [u8]) 
             Err(_) => break,
         }
         answer(poll, r, node);
-        if r.stage == Stage::Over {
+        // Over, or mute from the start on: nothing more is read.
+        if r.stage == Stage::Over || (r.test.is_some() && node.args.simulate_mute.contains(&r.rank))
+        {
             return;
         }
     }
@@ -553,7 +555,13 @@ fn answer(poll: &Poll, r: &mut SimRank, node: &mut Node) {
             }
         };
         match msg {
-            ClusterMessage::Start { config, .. } => r.test = Some(config),
+            ClusterMessage::Start { config, .. } => {
+                r.test = Some(config);
+                // A mute rank reads nothing more from here on.
+                if node.args.simulate_mute.contains(&r.rank) {
+                    return;
+                }
+            }
             ClusterMessage::Round {
                 round,
                 partner,
