@@ -163,6 +163,10 @@ fn all_pairs_of_8_simulated_ranks_cover_every_pair_once_and_the_report_parses() 
             "8",
             "--report",
             dir.root().to_str().unwrap(),
+            // Every one of the 56 directions a series (default: the 10
+            // slowest).
+            "--prom-worst",
+            "64",
         ],
         &[],
     );
@@ -202,8 +206,21 @@ fn odd_n_gives_every_rank_one_bye_and_never_two_tests_at_once() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with("plan: all-pairs of 5 ranks: 10 pairs in 5 rounds"));
-    let (records, _, _) = read_report(dir.root());
+    let (records, _, metrics) = read_report(dir.root());
     assert_all_pairs_once(&records, 5);
+    // metrics.prom: the 10 slowest of the 20 directions (--prom-worst's
+    // default), and each node's figures on its rail.
+    let series = |name: &str| {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .count()
+    };
+    assert_eq!(series("rdmaperf_cluster_pair_bandwidth_gbps"), 10);
+    assert_eq!(
+        series("rdmaperf_cluster_node_rail_median_bandwidth_gbps"),
+        5
+    );
 }
 
 #[test]

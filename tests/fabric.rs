@@ -100,17 +100,13 @@ fn cluster_metrics_are_promtool_clean_whatever_the_host_names() {
         Some("b\\s".into()),
         Some("c\nd".into()),
     ];
-    let text = report::metrics(
-        &all,
-        &verdict,
-        report::Roster {
-            hosts: &hosts,
-            devices: &[],
-            rails: &[],
-        },
-        1.5,
-    )
-    .render();
+    let roster = report::Roster {
+        hosts: &hosts,
+        devices: &[],
+        rails: &[],
+    };
+    let names = report::Names::new(roster, 3, verdict.rail_count());
+    let text = report::metrics(&all, &verdict, &names, 1.5, report::DEFAULT_PROM_WORST).render();
     assert!(text.contains("rdmaperf_cluster_pair_pass{"), "{text}");
     assert_promtool_clean(&text, "cluster metrics");
 }

@@ -12,11 +12,13 @@
 //! - [`coordinator`]: rank 0's gathering, rounds, verdicts and report;
 //! - [`pair`]: one direction of one pair (a real test, or `--simulate`'s
 //!   fabricated figure);
-//! - [`selftest`]: one rank, the node self-test: rail k against rail k+1.
+//! - [`selftest`]: one rank, the node self-test: rail k against rail k+1;
+//! - [`report_files`]: rank 0's report directory, written as streams.
 
 pub mod coordinator;
 pub mod pair;
 pub mod rank;
+pub mod report_files;
 pub mod selftest;
 
 use std::path::PathBuf;
@@ -130,6 +132,16 @@ pub struct ClusterArgs {
     /// Rank 0 writes pairs.jsonl, summary.json, metrics.prom and report.html here (created if missing).
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
+    /// With --report: how many of the slowest directions metrics.prom carries as series (pairs.jsonl has every one).
+    #[arg(long = "prom-worst", value_name = "K", default_value_t = engine::cluster::report::DEFAULT_PROM_WORST)]
+    pub prom_worst: usize,
+    /// With --report: gzip pairs.jsonl and pair-sums.jsonl (to .jsonl.gz): auto (above 65,536 directions), gzip, none.
+    #[arg(
+        long = "report-compression",
+        value_name = "auto|gzip|none",
+        default_value = "auto"
+    )]
+    pub report_compression: report_files::Compression,
     /// The address partners reach this rank's tests at (default: the local address of its connection to rank 0).
     #[arg(long = "pair-address", value_name = "ADDR")]
     pub pair_address: Option<String>,
@@ -167,6 +179,8 @@ pub struct CoordinatorPlan {
     pub report: Option<PathBuf>,
     /// `--ignore-counter`: port error counters not judged.
     pub ignore_counters: Vec<String>,
+    /// `--prom-worst`, `--report-compression`.
+    pub report_options: report_files::ReportOptions,
 }
 
 /// One rank's run, built once from the command line and environment.
@@ -400,6 +414,10 @@ impl ClusterArgs {
                 },
                 report: self.report.clone(),
                 ignore_counters: self.ignore_counters.clone(),
+                report_options: report_files::ReportOptions {
+                    prom_worst: self.prom_worst,
+                    compression: self.report_compression,
+                },
             },
         })
     }

@@ -1295,10 +1295,7 @@ mod tests {
             let on_slow_rail_of_3 = m.rail == 1 && (m.from == 3 || m.to == 3);
             assert_eq!(d.pass, !on_slow_rail_of_3, "{m:?}");
             if on_slow_rail_of_3 {
-                assert_eq!(
-                    (d.blame, &d.blamed_ranks[..]),
-                    (Blame::Node, &[3][..])
-                );
+                assert_eq!((d.blame, &d.blamed_ranks[..]), (Blame::Node, &[3][..]));
             }
         }
         assert_eq!(v.rail_best_bw_gbps, [Some(100.0), Some(100.0)]);
