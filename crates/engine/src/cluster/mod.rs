@@ -32,6 +32,7 @@ pub mod hostlist;
 pub mod html;
 pub mod launch;
 pub mod pair_test;
+pub mod png;
 pub mod rails;
 pub mod rendezvous;
 pub mod report;
