@@ -149,8 +149,14 @@ fn write_jsonl(
         if gzip {
             // Level 1: at 8.4 M directions it takes a third of level 6's
             // time for a file 1.3× the size (docs/performance.md).
+            // A buffer in front of the encoder: each record is many
+            // small writes, and each write into the encoder is a call
+            // of the compressor.
             let mut z = flate2::write::GzEncoder::new(w, flate2::Compression::fast());
-            body(&mut z)?;
+            let mut b = BufWriter::with_capacity(1 << 20, &mut z);
+            body(&mut b)?;
+            b.flush()?;
+            drop(b);
             z.finish().map(drop)
         } else {
             body(w)
@@ -241,7 +247,7 @@ mod tests {
     use std::io::Read as _;
 
     use super::*;
-    use engine::cluster::verdict::{Outcome, Thresholds, judge};
+    use engine::cluster::verdict::{ClusterVerdict, Outcome, Thresholds, judge};
 
     /// A fresh directory under the system's tmp.
     fn scratch(name: &str) -> PathBuf {
@@ -347,6 +353,105 @@ mod tests {
             .collect();
         assert!(left.is_empty(), "{left:?}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The first `rounds` rounds of all pairs of 1,024 ranks on 8 rails,
+    /// rank 17 slow on rail 3, judged; with a fleet's names.
+    fn fleet(
+        rounds: usize,
+    ) -> (
+        Vec<Measurement>,
+        ClusterVerdict,
+        Vec<Option<String>>,
+        Vec<Vec<String>>,
+    ) {
+        let s = engine::cluster::schedule::all_pairs(1_024).unwrap();
+        let mut all = Vec::new();
+        for (i, round) in s.rounds.iter().take(rounds).enumerate() {
+            for p in &round.pairs {
+                for rail in 0..8 {
+                    for (from, to) in [(p.client, p.server), (p.server, p.client)] {
+                        let slow = rail == 3 && (from == 17 || to == 17);
+                        let bw_gbps = if slow {
+                            40.0
+                        } else {
+                            100.0 - f64::from((from.wrapping_mul(31) ^ to) % 8) * 0.1
+                        };
+                        all.push(Measurement {
+                            round: i as u32,
+                            from,
+                            to,
+                            rail,
+                            outcome: Outcome::Measured {
+                                bw_gbps,
+                                msg_rate_mpps: Some(1.49),
+                                lat_us: None,
+                                latency: None,
+                            },
+                        });
+                    }
+                }
+            }
+        }
+        let v = judge(1_024, &[], &all, &Thresholds::default());
+        let hosts = (0..1_024)
+            .map(|r| Some(format!("gpu-node-{r:04}")))
+            .collect();
+        let rails = (0..1_024)
+            .map(|_| (0..8).map(|k| format!("mlx5_{k}:1")).collect())
+            .collect();
+        (all, v, hosts, rails)
+    }
+
+    #[test]
+    fn at_1024_ranks_on_8_rails_a_direction_costs_tens_of_bytes_and_the_metrics_are_bounded() {
+        // 4 of all pairs' 1,023 rounds: 32,768 of its 8,380,416
+        // directions, the per-direction bytes as at full size.
+        let (all, v, hosts, rails) = fleet(4);
+        assert_eq!(all.len(), 4 * 512 * 2 * 8);
+        let roster = Roster {
+            hosts: &hosts,
+            devices: &[],
+            rails: &rails,
+        };
+        let names = Names::new(roster, 1_024, 8);
+        let mut plain = Vec::new();
+        report::write_pairs(&mut plain, &all, &v, &names).unwrap();
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        report::write_pairs(&mut z, &all, &v, &names).unwrap();
+        let gz = z.finish().unwrap();
+        let per = |bytes: usize| bytes as f64 / all.len() as f64;
+        // Measured: 272 B plain, 24 B gzipped a direction
+        // (docs/cluster.md); the bounds leave room, and at 8,380,416
+        // directions 60 B is 503 MB.
+        assert!(
+            per(plain.len()) < 320.0,
+            "{} B a direction",
+            per(plain.len())
+        );
+        assert!(
+            per(gz.len()) < 60.0,
+            "{} B a direction gzipped",
+            per(gz.len())
+        );
+        // metrics.prom: per node 1 series, per node and rail 5, per rail
+        // 1, the run 7, the 10 worst directions 2 each — whatever the
+        // directions' count.
+        let series = |all: &[Measurement], v: &ClusterVerdict| {
+            report::metrics(all, v, &names, 1.0, report::DEFAULT_PROM_WORST)
+                .render()
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .count()
+        };
+        let want = 1_024 + 1_024 * 8 * 5 + 8 + 7 + 10 * 2;
+        assert_eq!(series(&all, &v), want);
+        let (more, v8, _, _) = fleet(8);
+        assert_eq!(
+            series(&more, &v8),
+            want,
+            "no more series for more directions"
+        );
     }
 
     #[test]
