@@ -355,16 +355,18 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// The first `rounds` rounds of all pairs of 1,024 ranks on 8 rails,
-    /// rank 17 slow on rail 3, judged; with a fleet's names.
-    fn fleet(
-        rounds: usize,
-    ) -> (
+    /// A fabricated run: its measurements and verdict, each rank's host
+    /// and its devices on each rail.
+    type Fleet = (
         Vec<Measurement>,
         ClusterVerdict,
         Vec<Option<String>>,
         Vec<Vec<String>>,
-    ) {
+    );
+
+    /// The first `rounds` rounds of all pairs of 1,024 ranks on 8 rails,
+    /// rank 17 slow on rail 3, judged; with a fleet's names.
+    fn fleet(rounds: usize) -> Fleet {
         let s = engine::cluster::schedule::all_pairs(1_024).unwrap();
         let mut all = Vec::new();
         for (i, round) in s.rounds.iter().take(rounds).enumerate() {

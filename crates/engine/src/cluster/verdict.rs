@@ -377,6 +377,12 @@ impl Default for DirectionVerdict {
 /// 8.4 M directions (1,024 ranks × 8 rails, all pairs), where a `Vec`'s
 /// 24 bytes cost 134 MB more (docs/performance.md, "The cluster report
 /// at scale").
+///
+/// The box around the `Vec` is on purpose (clippy's `box_collection`
+/// would have the `Vec` alone): a `Box<Vec<_>>` is one thin pointer where
+/// a `Vec` is three words and a `Box<[_]>` two, and only a failed
+/// direction pays the second allocation.
+#[allow(clippy::box_collection)]
 #[derive(Clone, Default, PartialEq)]
 pub struct Reasons(Option<Box<Vec<Reason>>>);
 
