@@ -427,6 +427,51 @@ fn a_size_disagreement_is_refused_with_both_sizes_named() {
 }
 
 #[test]
+fn report_flags_out_of_range_or_without_a_report_are_usage_errors() {
+    let base = [
+        "--rank",
+        "0",
+        "--size",
+        "2",
+        "--simulate",
+        "--coordinator",
+        "127.0.0.1:1",
+    ];
+    for (extra, says) in [
+        (
+            &["--prom-worst", "5"][..],
+            "--prom-worst shapes the report: add --report DIR",
+        ),
+        (
+            &["--report-compression", "gzip"][..],
+            "--report-compression shapes the report: add --report DIR",
+        ),
+        (
+            &["--prom-worst", "10001", "--report", "/nonexistent/r"][..],
+            "want a number of directions from 0 to 10000",
+        ),
+        (
+            &["--report-compression", "zstd", "--report", "/nonexistent/r"][..],
+            "want auto, gzip or none",
+        ),
+    ] {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let out = cluster(&args, &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(says),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
 fn launcher_mistakes_are_usage_errors_that_say_what_to_do() {
     // The batch-script mistake: SLURM_PROCID without a step.
     let out = cluster(

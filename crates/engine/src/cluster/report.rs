@@ -588,7 +588,7 @@ pub fn worst_directions(measurements: &[Measurement], k: usize) -> Vec<usize> {
     if k == 0 {
         return Vec::new();
     }
-    let mut heap: BinaryHeap<Key> = BinaryHeap::with_capacity(k + 1);
+    let mut heap: BinaryHeap<Key> = BinaryHeap::with_capacity(k.min(measurements.len()) + 1);
     for (i, m) in measurements.iter().enumerate() {
         let key = match m.outcome {
             Outcome::Measured { bw_gbps, .. } => bw_gbps,
