@@ -128,7 +128,7 @@ fn scale(verdict: &ClusterVerdict, rail: u32, floor: Option<f64>) -> (f64, f64) 
 /// failed, 0 (red, at half the line or below) to 30 (orange, just below
 /// it, or above it when another rule failed it). A passing direction is
 /// never in the failing half of the scale.
-pub fn hue(bw: f64, (line, top): (f64, f64), passed: bool) -> f64 {
+fn hue(bw: f64, (line, top): (f64, f64), passed: bool) -> f64 {
     if passed {
         let t = if top > line {
             ((bw - line) / (top - line)).clamp(0.0, 1.0)
@@ -416,11 +416,7 @@ fn palette() -> Vec<[u8; 3]> {
 }
 
 /// A direction's palette index: its hue quantised, worse = larger.
-pub fn pixel(
-    m: &Measurement,
-    d: &super::verdict::DirectionVerdict,
-    verdict: &ClusterVerdict,
-) -> u8 {
+fn pixel(m: &Measurement, d: &super::verdict::DirectionVerdict, verdict: &ClusterVerdict) -> u8 {
     match m.outcome {
         Outcome::PeerMissing => PX_MISSING,
         Outcome::Error { .. } => PX_ERROR,
