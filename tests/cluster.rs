@@ -163,6 +163,10 @@ fn all_pairs_of_8_simulated_ranks_cover_every_pair_once_and_the_report_parses() 
             "8",
             "--report",
             dir.root().to_str().unwrap(),
+            // Every one of the 56 directions a series (default: the 10
+            // slowest).
+            "--prom-worst",
+            "64",
         ],
         &[],
     );
@@ -202,8 +206,21 @@ fn odd_n_gives_every_rank_one_bye_and_never_two_tests_at_once() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with("plan: all-pairs of 5 ranks: 10 pairs in 5 rounds"));
-    let (records, _, _) = read_report(dir.root());
+    let (records, _, metrics) = read_report(dir.root());
     assert_all_pairs_once(&records, 5);
+    // metrics.prom: the 10 slowest of the 20 directions (--prom-worst's
+    // default), and each node's figures on its rail.
+    let series = |name: &str| {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .count()
+    };
+    assert_eq!(series("rdmaperf_cluster_pair_bandwidth_gbps"), 10);
+    assert_eq!(
+        series("rdmaperf_cluster_node_rail_median_bandwidth_gbps"),
+        5
+    );
 }
 
 #[test]
@@ -407,6 +424,51 @@ fn a_size_disagreement_is_refused_with_both_sizes_named() {
     );
     assert_eq!(o1.status.code(), Some(4));
     assert_eq!(o0.status.code(), Some(4));
+}
+
+#[test]
+fn report_flags_out_of_range_or_without_a_report_are_usage_errors() {
+    let base = [
+        "--rank",
+        "0",
+        "--size",
+        "2",
+        "--simulate",
+        "--coordinator",
+        "127.0.0.1:1",
+    ];
+    for (extra, says) in [
+        (
+            &["--prom-worst", "5"][..],
+            "--prom-worst shapes the report: add --report DIR",
+        ),
+        (
+            &["--report-compression", "gzip"][..],
+            "--report-compression shapes the report: add --report DIR",
+        ),
+        (
+            &["--prom-worst", "10001", "--report", "/nonexistent/r"][..],
+            "want a number of directions from 0 to 10000",
+        ),
+        (
+            &["--report-compression", "zstd", "--report", "/nonexistent/r"][..],
+            "want auto, gzip or none",
+        ),
+    ] {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let out = cluster(&args, &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(says),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
 }
 
 #[test]

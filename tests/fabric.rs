@@ -63,6 +63,86 @@ fn help_lists_the_subcommands_and_the_test_binaries() {
 }
 
 #[test]
+fn cluster_metrics_at_1024_ranks_on_8_rails_are_bounded_and_promtool_clean() {
+    use engine::cluster::verdict::{Measurement, Outcome, judge};
+    use engine::cluster::{report, schedule};
+    // Two rounds of all pairs of 1,024 ranks on 8 rails; rank 17 slow on
+    // rail 3, rank 1000 never came.
+    let mut all = Vec::new();
+    for (i, round) in schedule::all_pairs(1_024)
+        .unwrap()
+        .rounds
+        .iter()
+        .take(2)
+        .enumerate()
+    {
+        for p in &round.pairs {
+            for rail in 0..8 {
+                for (from, to) in [(p.client, p.server), (p.server, p.client)] {
+                    let outcome = if from == 1_000 || to == 1_000 {
+                        Outcome::PeerMissing
+                    } else {
+                        Outcome::Measured {
+                            msg_rate_mpps: None,
+                            bw_gbps: if rail == 3 && (from == 17 || to == 17) {
+                                40.0
+                            } else {
+                                99.0 + f64::from(from % 7) * 0.1
+                            },
+                            lat_us: None,
+                            latency: None,
+                        }
+                    };
+                    all.push(Measurement {
+                        round: i as u32,
+                        from,
+                        to,
+                        rail,
+                        outcome,
+                    });
+                }
+            }
+        }
+    }
+    let verdict = judge(1_024, &[1_000], &all, &Default::default());
+    let hosts: Vec<Option<String>> = (0..1_024)
+        .map(|r| (r != 1_000).then(|| format!("gpu-node-{r:04}")))
+        .collect();
+    let rails: Vec<Vec<String>> = (0..1_024)
+        .map(|_| (0..8).map(|k| format!("mlx5_{k}:1")).collect())
+        .collect();
+    let roster = report::Roster {
+        hosts: &hosts,
+        devices: &[],
+        rails: &rails,
+    };
+    let names = report::Names::new(roster, 1_024, verdict.rail_count());
+    let text = report::metrics(&all, &verdict, &names, 60.0, report::DEFAULT_PROM_WORST).render();
+    let series = text.lines().filter(|l| !l.starts_with('#')).count();
+    // Per node 1, per node and rail at most 5, per rail 1, the run 7, the
+    // 10 worst directions 2 each: not one per direction (32,768 here,
+    // 8,380,416 for all rounds).
+    assert!(
+        series <= 1_024 + 1_024 * 8 * 5 + 8 + 7 + 20,
+        "{series} series"
+    );
+    assert!(
+        text.contains(
+            "rdmaperf_cluster_node_rail_pass{rank=\"17\",host=\"gpu-node-0017\",rail=\"3\",device=\"mlx5_3:1\",verdict=\"FAIL\"} 0\n"
+        ),
+        "rank 17's rail 3"
+    );
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("rdmaperf_cluster_pair_bandwidth_gbps{"))
+            .count(),
+        report::DEFAULT_PROM_WORST
+    );
+    assert!(text.contains("rdmaperf_cluster_ranks_missing 1\n"));
+    assert_promtool_clean(&text, "cluster metrics at 1,024 ranks on 8 rails");
+}
+
+#[test]
 fn cluster_metrics_are_promtool_clean_whatever_the_host_names() {
     use engine::cluster::verdict::{Measurement, Outcome, judge};
     use engine::cluster::{report, schedule};
@@ -100,17 +180,13 @@ fn cluster_metrics_are_promtool_clean_whatever_the_host_names() {
         Some("b\\s".into()),
         Some("c\nd".into()),
     ];
-    let text = report::metrics(
-        &all,
-        &verdict,
-        report::Roster {
-            hosts: &hosts,
-            devices: &[],
-            rails: &[],
-        },
-        1.5,
-    )
-    .render();
+    let roster = report::Roster {
+        hosts: &hosts,
+        devices: &[],
+        rails: &[],
+    };
+    let names = report::Names::new(roster, 3, verdict.rail_count());
+    let text = report::metrics(&all, &verdict, &names, 1.5, report::DEFAULT_PROM_WORST).render();
     assert!(text.contains("rdmaperf_cluster_pair_pass{"), "{text}");
     assert_promtool_clean(&text, "cluster metrics");
 }

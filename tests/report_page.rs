@@ -165,7 +165,7 @@ fn the_browser_draws_a_cell_per_direction_and_rail_and_marks_the_bad_rails_cells
 }
 
 #[test]
-fn above_128_ranks_the_browser_draws_the_node_strip_instead_of_the_matrix() {
+fn above_128_ranks_the_browser_draws_the_matrix_as_an_image_beside_the_node_strip() {
     // 200 ranks takes the large form (as 1,024 does: docs/cluster.md).
     let t = TempDir::new("report-page-200");
     let page = simulated_report(&t.root().join("report"), 200, "17", &[]);
@@ -184,6 +184,15 @@ fn above_128_ranks_the_browser_draws_the_node_strip_instead_of_the_matrix() {
         .filter(|a| a.get("class").is_some_and(|c| c.starts_with("node ")))
         .collect();
     assert_eq!(nodes.len(), 200);
+    // The whole matrix still, as one image in the page (a PNG in a data:
+    // URI), a pixel per direction.
+    let images: Vec<_> = elements(&dom, "img")
+        .into_iter()
+        .filter(|a| a.get("id").map(String::as_str) == Some("matrix"))
+        .collect();
+    assert_eq!(images.len(), 1, "the matrix image");
+    assert_eq!(images[0]["data-ranks-per-pixel"], "1");
+    assert!(images[0]["src"].starts_with("data:image/png;base64,"));
     for n in nodes {
         let want = if n["data-rank"] == "17" {
             "node fail"

@@ -669,7 +669,7 @@ fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> an
     // rank 0 once another rank exits non-zero. The ranks' last wait
     // allows for it (`rank::END_BOUND_PER_RANK`).
     let written = match &plan.coordinating.report {
-        Some(dir) => write_report(
+        Some(dir) => super::report_files::write_report(
             dir,
             all,
             &judged,
@@ -680,6 +680,7 @@ fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> an
                 test: &test.describe(),
                 duration_s: took,
             },
+            plan.coordinating.report_options,
         ),
         None => Ok(()),
     };
@@ -751,45 +752,4 @@ fn spread_line(label: &str, mut bw: Vec<f64>) -> String {
         verdict::gbps(bw[bw.len() - 1]),
         bw.len()
     )
-}
-
-/// `--report DIR`: `pairs.jsonl`, `summary.json`, `metrics.prom`,
-/// `report.html` and, with several rails, `pair-sums.jsonl` (`pair_sums`),
-/// each renamed into place whole.
-fn write_report(
-    dir: &std::path::Path,
-    all: &[Measurement],
-    judged: &verdict::ClusterVerdict,
-    pair_sums: &[report::PairSum],
-    roster: Roster<'_>,
-    facts: html::PageFacts<'_>,
-) -> anyhow::Result<()> {
-    let took = facts.duration_s;
-    let mut pairs = String::new();
-    for record in report::pair_records(all, judged, roster) {
-        pairs.push_str(&serde_json::to_string(&record)?);
-        pairs.push('\n');
-    }
-    let summary = serde_json::to_string_pretty(&report::summary(judged, roster, took))? + "\n";
-    let metrics = report::metrics(all, judged, roster, took).render();
-    let mut files = vec![
-        ("pairs.jsonl", pairs),
-        ("summary.json", summary),
-        ("metrics.prom", metrics),
-        ("report.html", html::page(all, judged, roster, facts)),
-    ];
-    // With several rails: each node pair's rails added up.
-    if !pair_sums.is_empty() {
-        let mut sums = String::new();
-        for record in pair_sums {
-            sums.push_str(&serde_json::to_string(record)?);
-            sums.push('\n');
-        }
-        files.push(("pair-sums.jsonl", sums));
-    }
-    for (name, text) in files {
-        crate::write_atomically("--report", &dir.join(name), &text)
-            .with_context(|| format!("writing the report's {name}"))?;
-    }
-    Ok(())
 }

@@ -12,13 +12,15 @@
 //! - [`coordinator`]: rank 0's gathering, rounds, verdicts and report;
 //! - [`pair`]: one direction of one pair (a real test, or `--simulate`'s
 //!   fabricated figure);
-//! - [`selftest`]: one rank, the node self-test: rail k against rail k+1.
+//! - [`selftest`]: one rank, the node self-test: rail k against rail k+1;
 //! - [`simulated`]: `--simulate-ranks N`: rank 0's real coordinator, the
-//!   ranks as state machines in helper processes, faults on demand.
+//!   ranks as state machines in helper processes, faults on demand;
+//! - [`report_files`]: rank 0's report directory, written as streams.
 
 pub mod coordinator;
 pub mod pair;
 pub mod rank;
+pub mod report_files;
 pub mod selftest;
 pub mod simulated;
 
@@ -129,6 +131,12 @@ pub struct ClusterArgs {
     /// Rank 0 writes pairs.jsonl, summary.json, metrics.prom and report.html here (created if missing).
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
+    /// With --report: how many of the slowest directions metrics.prom carries as series, 0 to 10000 (default 10; pairs.jsonl has every one).
+    #[arg(long = "prom-worst", value_name = "K", value_parser = prom_worst)]
+    pub prom_worst: Option<usize>,
+    /// With --report: gzip pairs.jsonl and pair-sums.jsonl (to .jsonl.gz): auto (above 65,536 directions), gzip, none (default auto).
+    #[arg(long = "report-compression", value_name = "auto|gzip|none")]
+    pub report_compression: Option<report_files::Compression>,
     /// The address partners reach this rank's tests at (default: the local address of its connection to rank 0).
     #[arg(long = "pair-address", value_name = "ADDR")]
     pub pair_address: Option<String>,
@@ -178,6 +186,8 @@ pub struct CoordinatorPlan {
     pub report: Option<PathBuf>,
     /// `--ignore-counter`: port error counters not judged.
     pub ignore_counters: Vec<String>,
+    /// `--prom-worst`, `--report-compression`.
+    pub report_options: report_files::ReportOptions,
 }
 
 /// One rank's run, built once from the command line and environment.
@@ -212,6 +222,21 @@ pub struct ClusterPlan {
     pub print_line: bool,
     /// Rank 0's part.
     pub coordinating: CoordinatorPlan,
+}
+
+/// Most directions `--prom-worst` puts in `metrics.prom`: a few hundred
+/// kB of series; more is what `pairs.jsonl` is for.
+pub const MAX_PROM_WORST: usize = 10_000;
+
+/// `--prom-worst K`: 0 to [`MAX_PROM_WORST`].
+fn prom_worst(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(k) if k <= MAX_PROM_WORST => Ok(k),
+        _ => Err(format!(
+            "{s:?}: want a number of directions from 0 to {MAX_PROM_WORST} \
+             (every direction is in pairs.jsonl)"
+        )),
+    }
 }
 
 /// `--simulate-slow`'s `RANK` or `RANK:RAIL`.
@@ -364,6 +389,17 @@ impl ClusterArgs {
             (None, None) if self.simulate => RailSpec::Named(Vec::new()),
             (None, None) => RailSpec::Auto,
         };
+        if self.report.is_none() {
+            let given = [
+                ("--prom-worst", self.prom_worst.is_some()),
+                ("--report-compression", self.report_compression.is_some()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+                return Err(UsageError(format!(
+                    "{flag} shapes the report: add --report DIR"
+                )));
+            }
+        }
         if launch.size == 1 && self.report.is_some() {
             return Err(UsageError(
                 "--report: one rank is the node self-test, which prints its verdicts and \
@@ -411,6 +447,12 @@ impl ClusterArgs {
                 },
                 report: self.report.clone(),
                 ignore_counters: self.ignore_counters.clone(),
+                report_options: report_files::ReportOptions {
+                    prom_worst: self
+                        .prom_worst
+                        .unwrap_or(engine::cluster::report::DEFAULT_PROM_WORST),
+                    compression: self.report_compression.unwrap_or_default(),
+                },
             },
         })
     }

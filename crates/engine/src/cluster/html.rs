@@ -1,19 +1,24 @@
 //! `report.html`: the cluster report as one self-contained page (inline
-//! CSS and SVG; no script, no font, no URL), to open from a file share
-//! or a CI artefact. People look for the red cell: up to
+//! CSS, SVG and PNG; no script, no font, no URL), to open from a file
+//! share or a CI artefact. People look for the red cell: up to
 //! [`MATRIX_MAX_RANKS`] ranks the page draws the pair matrix as a heat
-//! map (one cell per direction, row = sender, column = receiver); above
-//! that a matrix is unreadable (and a million cells is hundreds of MB),
-//! so the page draws one strip cell per node and lists the worst
-//! directions instead. Both forms come with the node verdicts, the
-//! failed directions, slow rounds, missing ranks and the plan.
+//! map of titled SVG cells (one per direction, row = sender, column =
+//! receiver); above that a million titled cells would be hundreds of MB,
+//! so each rail's matrix is an image (a PNG in a `data:` URI, one pixel
+//! per direction up to [`MATRIX_MAX_PIXELS`] ranks, above that each
+//! pixel the worst direction of its block), beside one strip cell per
+//! node and the slowest directions, one row per node. Both forms come
+//! with the node verdicts, the failed directions, slow rounds, missing
+//! ranks and the plan.
 //!
-//! Colour: a measured direction's bandwidth as a fraction of what it is
-//! judged against (its absolute floor when there is one, else the
-//! cluster's best), from red at half of it or below to green at all of
-//! it; a failed direction is outlined and hatched whatever its colour, a
-//! direction with its peer missing is grey, one that ran to an error is
-//! black. Every text from a peer is escaped.
+//! Colour, anchored on the verdict: a passing direction is yellow at the
+//! bandwidth where it would start to fail (its absolute floor or the
+//! relative rule's share of its rail's best, whichever is higher) to
+//! green at its rail's best; a failed one is orange just below that line
+//! to red at half of it or less — so a loosened `--relative-bw` never
+//! draws a passing direction red. A failed direction is also outlined;
+//! a direction with its peer missing is grey, one that ran to an error
+//! is black. Every text from a peer is escaped.
 
 use std::fmt::Write as _;
 
@@ -26,6 +31,11 @@ pub const MATRIX_MAX_RANKS: usize = 128;
 
 /// How many of the worst directions the large form lists.
 pub const WORST_LISTED: usize = 100;
+
+/// Largest side of a large matrix's image, pixels: up to this many ranks
+/// a pixel is a direction; above it, a pixel is the worst direction of a
+/// block of ranks (4 MB of pixels a rail before compression).
+pub const MATRIX_MAX_PIXELS: usize = 2_048;
 
 /// What the page shows besides the verdicts.
 #[derive(Debug, Clone, Copy)]
@@ -63,6 +73,7 @@ pub fn page(
     if size <= MATRIX_MAX_RANKS {
         matrices(&mut h, measurements, verdict, roster);
     } else {
+        images(&mut h, measurements, verdict, roster);
         strip(&mut h, verdict, roster);
         worst(&mut h, measurements, verdict, roster);
     }
@@ -73,32 +84,71 @@ pub fn page(
     h
 }
 
+/// The colour scale, for a person (both forms).
+const LEGEND: &str = "colour: where the bandwidth stands against the verdict \
+     <span style=\"background:hsl(120,70%,45%)\">passed, at the rail's best</span>\
+     <span style=\"background:hsl(60,70%,45%)\">passed, at the line where it would fail</span>\
+     <span style=\"background:hsl(30,70%,45%)\">failed, just below the line</span>\
+     <span style=\"background:hsl(0,70%,45%)\">failed, at half of it or less</span>\
+     <span style=\"outline:2px solid #b42318\">failed</span>\
+     <span style=\"background:#bbb\">peer missing</span>\
+     <span style=\"background:#111;color:#fff\">error</span>";
+
 const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\
 h1{font-size:1.4em}.pass{color:#17803d}.fail{color:#b42318}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}\
 th{background:#f3f3f3}.facts{color:#555}svg{display:block;margin:.5em 0 1.5em}\
 svg text{font-size:10px;fill:#444}rect.failed{stroke:#b42318;stroke-width:2}\
 .legend span{display:inline-block;padding:0 6px;margin-right:6px;border:1px solid #999}\
-.rail{display:inline-block;vertical-align:top;margin-right:2em}h3{font-size:1.05em;margin:.3em 0}";
+.rail{display:inline-block;vertical-align:top;margin-right:2em}h3{font-size:1.05em;margin:.3em 0}\
+img.matrix{display:block;image-rendering:pixelated;border:1px solid #ccc;margin:.5em 0 1.5em}";
 
-/// The colour of a direction: its fraction of `against`, red (≤ 0.5) to
-/// green (1.0), as an HSL hue.
-fn colour(bw: f64, against: f64) -> String {
-    let f = if against > 0.0 { bw / against } else { 1.0 };
-    let t = ((f - 0.5) / 0.5).clamp(0.0, 1.0);
-    format!("hsl({:.0},70%,45%)", t * 120.0)
+/// Where a direction on `rail` stands against its verdict: the
+/// bandwidth below which it fails (its absolute floor, or the relative
+/// rule's share of the rail's best, whichever is higher) and the top of
+/// the scale (the rail's best, or the floor when that is higher).
+fn scale(verdict: &ClusterVerdict, rail: u32, floor: Option<f64>) -> (f64, f64) {
+    let best = verdict
+        .rail_best_bw_gbps
+        .get(rail as usize)
+        .copied()
+        .flatten()
+        .or(verdict.best_bw_gbps);
+    let relative = best.map(|b| b * verdict.relative_bw);
+    let line = match (floor, relative) {
+        (Some(f), Some(r)) => f.max(r),
+        (f, r) => f.or(r).unwrap_or(0.0),
+    };
+    let top = best.unwrap_or(line).max(line);
+    (line, top)
 }
 
-/// What a direction on `rail` is judged against for its colour.
-fn reference(verdict: &ClusterVerdict, rail: u32, floor: Option<f64>) -> f64 {
-    floor
-        .or(verdict
-            .rail_best_bw_gbps
-            .get(rail as usize)
-            .copied()
-            .flatten())
-        .or(verdict.best_bw_gbps)
-        .unwrap_or(0.0)
+/// A measured direction's hue, anchored on its verdict: passed, 60
+/// (yellow, at the line where it would fail) to 120 (green, at the top);
+/// failed, 0 (red, at half the line or below) to 30 (orange, just below
+/// it, or above it when another rule failed it). A passing direction is
+/// never in the failing half of the scale.
+fn hue(bw: f64, (line, top): (f64, f64), passed: bool) -> f64 {
+    if passed {
+        let t = if top > line {
+            ((bw - line) / (top - line)).clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        60.0 + 60.0 * t
+    } else {
+        let t = if line > 0.0 {
+            ((bw / line - 0.5) / 0.5).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        30.0 * t
+    }
+}
+
+/// The CSS colour of a hue at the matrix's saturation and lightness.
+fn colour(hue: f64) -> String {
+    format!("hsl({hue:.0},70%,45%)")
 }
 
 /// One cell's class, fill and title.
@@ -133,7 +183,11 @@ fn cell(
             let class = if d.pass { "passed" } else { "failed" };
             (
                 class,
-                colour(*bw_gbps, reference(verdict, m.judged_rail(), d.min_bw_gbps)),
+                colour(hue(
+                    *bw_gbps,
+                    scale(verdict, m.judged_rail(), d.min_bw_gbps),
+                    d.pass,
+                )),
                 format!(
                     "{who}: {} Gb/s{lat} {}{why}",
                     super::verdict::gbps(*bw_gbps),
@@ -157,13 +211,7 @@ fn matrices(
     let rails = verdict.rail_count();
     let _ = write!(
         h,
-        "<h2>Bandwidth per direction{}</h2>\n<p class=\"legend\">row: sender, column: receiver; \
-         colour: the fraction of the direction's floor (or of the rail's best) \
-         <span style=\"background:hsl(0,70%,45%)\">&le; 50 %</span>\
-         <span style=\"background:hsl(120,70%,45%)\">100 %</span>\
-         <span style=\"outline:2px solid #b42318\">failed</span>\
-         <span style=\"background:#bbb\">peer missing</span>\
-         <span style=\"background:#111;color:#fff\">error</span></p>\n",
+        "<h2>Bandwidth per direction{}</h2>\n<p class=\"legend\">row: sender, column: receiver; {LEGEND}</p>\n",
         if rails > 1 {
             format!(", on each of {rails} rails (rail k of the sender met rail k of the receiver)")
         } else {
@@ -283,40 +331,231 @@ fn strip(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
     h.push_str("</svg>\n");
 }
 
-/// The large form's table of the worst measured directions.
+/// The large form's matrices: an image per rail, a pixel per direction
+/// (up to [`MATRIX_MAX_PIXELS`] ranks; above, a block of ranks per
+/// pixel, the worst of its directions).
+fn images(
+    h: &mut String,
+    measurements: &[Measurement],
+    verdict: &ClusterVerdict,
+    roster: Roster<'_>,
+) {
+    let n = verdict.nodes.len();
+    let rails = verdict.rail_count();
+    let block = n.div_ceil(MATRIX_MAX_PIXELS).max(1);
+    let side = n.div_ceil(block);
+    // At least 600 px on the page, whole pixels per block.
+    let shown = side * 600usize.div_ceil(side).max(1);
+    let _ = write!(
+        h,
+        "<h2>Bandwidth per direction{}</h2>\n<p class=\"legend\">row: sender, column: receiver; {}; {LEGEND}</p>\n",
+        if rails > 1 {
+            format!(", on each of {rails} rails (rail k of the sender met rail k of the receiver)")
+        } else {
+            String::new()
+        },
+        if block > 1 {
+            format!("a pixel is a block of {block} × {block} ranks, drawn as its worst direction")
+        } else {
+            "a pixel is a direction".into()
+        }
+    );
+    for rail in 0..rails {
+        let pixels = matrix_pixels(measurements, verdict, rail, block, side);
+        let png = super::png::indexed(side as u32, side as u32, &palette(), &pixels);
+        let id = if rails > 1 {
+            let _ = writeln!(
+                h,
+                "<div class=\"rail\"><h3>rail {rail} (rank 0's {})</h3>",
+                escape(&roster.rail_device(0, rail))
+            );
+            format!("matrix-rail-{rail}")
+        } else {
+            "matrix".to_owned()
+        };
+        let _ = writeln!(
+            h,
+            "<img id=\"{id}\" class=\"matrix\" data-rail=\"{rail}\" data-ranks-per-pixel=\"{block}\" \
+             width=\"{shown}\" height=\"{shown}\" alt=\"rail {rail}: {n} × {n} directions\" \
+             src=\"data:image/png;base64,{}\">",
+            data_base64(&png)
+        );
+        if rails > 1 {
+            h.push_str("</div>\n");
+        }
+    }
+}
+
+/// Palette levels of a passing direction (green at the top to yellow at
+/// the line) and of a failed one (orange to red).
+const PASS_LEVELS: u8 = 16;
+const FAIL_LEVELS: u8 = 8;
+/// Palette indices, ordered so that a larger one is a worse direction
+/// (a block's pixel is the largest of its directions').
+const PX_EMPTY: u8 = 0;
+const PX_MISSING: u8 = 1 + PASS_LEVELS;
+const PX_ERROR: u8 = PX_MISSING + 1 + FAIL_LEVELS;
+
+/// The images' palette: [`PX_EMPTY`] white, the passing levels, grey,
+/// the failing levels, black.
+fn palette() -> Vec<[u8; 3]> {
+    let mut p = vec![[255, 255, 255]];
+    for i in 0..PASS_LEVELS {
+        p.push(hsl_rgb(
+            120.0 - 60.0 * f64::from(i) / f64::from(PASS_LEVELS - 1),
+        ));
+    }
+    p.push([0xbb, 0xbb, 0xbb]);
+    for i in 0..FAIL_LEVELS {
+        p.push(hsl_rgb(
+            30.0 - 30.0 * f64::from(i) / f64::from(FAIL_LEVELS - 1),
+        ));
+    }
+    p.push([0x11, 0x11, 0x11]);
+    p
+}
+
+/// A direction's palette index: its hue quantised, worse = larger.
+fn pixel(m: &Measurement, d: &super::verdict::DirectionVerdict, verdict: &ClusterVerdict) -> u8 {
+    match m.outcome {
+        Outcome::PeerMissing => PX_MISSING,
+        Outcome::Error { .. } => PX_ERROR,
+        Outcome::Measured { bw_gbps, .. } => {
+            let hue = hue(
+                bw_gbps,
+                scale(verdict, m.judged_rail(), d.min_bw_gbps),
+                d.pass,
+            );
+            if d.pass {
+                // 120 → level 0, 60 → the last.
+                let t = ((120.0 - hue) / 60.0).clamp(0.0, 1.0);
+                1 + (t * f64::from(PASS_LEVELS - 1)).round() as u8
+            } else {
+                let t = ((30.0 - hue) / 30.0).clamp(0.0, 1.0);
+                PX_MISSING + 1 + (t * f64::from(FAIL_LEVELS - 1)).round() as u8
+            }
+        }
+    }
+}
+
+/// Rail `rail`'s `side` × `side` pixels, `block` ranks a pixel.
+fn matrix_pixels(
+    measurements: &[Measurement],
+    verdict: &ClusterVerdict,
+    rail: u32,
+    block: usize,
+    side: usize,
+) -> Vec<u8> {
+    let mut px = vec![PX_EMPTY; side * side];
+    let on_rail = measurements
+        .iter()
+        .zip(&verdict.directions)
+        .filter(|(m, _)| m.judged_rail() == rail);
+    for (m, d) in on_rail {
+        let (row, col) = (m.from as usize / block, m.to as usize / block);
+        if row < side && col < side {
+            let at = &mut px[row * side + col];
+            *at = (*at).max(pixel(m, d, verdict));
+        }
+    }
+    px
+}
+
+/// HSL (saturation 70 %, lightness 45 %: the SVG cells') to RGB, the
+/// CSS Color 4 formula ("Converting HSL Colors to sRGB").
+fn hsl_rgb(hue: f64) -> [u8; 3] {
+    let (s, l): (f64, f64) = (0.70, 0.45);
+    let f = |n: f64| {
+        let k = (n + hue / 30.0) % 12.0;
+        let a = s * l.min(1.0 - l);
+        let v = l - a * (k - 3.0).min(9.0 - k).clamp(-1.0, 1.0);
+        (v * 255.0).round() as u8
+    };
+    [f(0.0), f(8.0), f(4.0)]
+}
+
+/// `bytes` in base64 for a `data:` URI, with a line break inside any
+/// "http" the alphabet happens to spell (the page has no URL, and
+/// says so to a `grep http`); a URL parser drops the breaks (WHATWG URL
+/// Standard, "remove all ASCII tab or newline from input").
+fn data_base64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    let text = base64::engine::general_purpose::STANDARD.encode(bytes);
+    let mut out = String::with_capacity(text.len());
+    let b = text.as_bytes();
+    for (i, &c) in b.iter().enumerate() {
+        if i >= 2
+            && b[i - 2..=i].eq_ignore_ascii_case(b"htt")
+            && b.get(i + 1).is_some_and(|n| n.eq_ignore_ascii_case(&b'p'))
+        {
+            out.push('\n');
+        }
+        out.push(char::from(c));
+    }
+    out
+}
+
+/// The large form's slowest directions, one row per node, so one bad
+/// node fills one row, not the table: a direction belongs to the node
+/// its failure is blamed on, else to its sender; each node's row is its
+/// slowest direction and how many of its directions failed, the nodes in
+/// order of that slowest figure (an error first).
 fn worst(
     h: &mut String,
     measurements: &[Measurement],
     verdict: &ClusterVerdict,
     roster: Roster<'_>,
 ) {
-    let mut measured: Vec<(usize, f64)> = measurements
+    let size = verdict.nodes.len();
+    let mut slowest: Vec<Option<(f64, usize)>> = vec![None; size];
+    let mut failed = vec![0usize; size];
+    for (i, (m, d)) in measurements.iter().zip(&verdict.directions).enumerate() {
+        let owner = match (d.blame, d.blamed_ranks.first()) {
+            (Blame::Node, Some(&r)) => r,
+            _ => m.from,
+        } as usize;
+        if owner >= size {
+            continue;
+        }
+        let key = match m.outcome {
+            Outcome::Measured { bw_gbps, .. } => bw_gbps,
+            Outcome::Error { .. } => f64::NEG_INFINITY,
+            Outcome::PeerMissing => continue,
+        };
+        failed[owner] += usize::from(!d.pass);
+        if slowest[owner].is_none_or(|(k, _)| key < k) {
+            slowest[owner] = Some((key, i));
+        }
+    }
+    let mut rows: Vec<(usize, f64, usize)> = slowest
         .iter()
         .enumerate()
-        .filter_map(|(i, m)| match m.outcome {
-            Outcome::Measured { bw_gbps, .. } => Some((i, bw_gbps)),
-            _ => None,
-        })
+        .filter_map(|(r, s)| s.map(|(k, i)| (r, k, i)))
         .collect();
-    measured.sort_by(|a, b| a.1.total_cmp(&b.1));
-    measured.truncate(WORST_LISTED);
+    rows.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    rows.truncate(WORST_LISTED);
     let _ = writeln!(
         h,
-        "<h2>The {} slowest directions</h2>\n<table id=\"worst\">\n<tr><th>round</th><th>rail</th><th>from</th><th>to</th><th>Gb/s</th><th>verdict</th></tr>",
-        measured.len()
+        "<h2>The slowest directions, one row per node: {} nodes</h2>\n\
+         <p class=\"legend\">a direction counts for the node its failure is blamed on, else for its sender</p>\n\
+         <table id=\"worst\">\n<tr><th>node</th><th>its directions failed</th><th>round</th><th>rail</th><th>from</th><th>to</th><th>Gb/s</th><th>verdict</th></tr>",
+        rows.len()
     );
-    for (i, bw) in measured {
+    for (r, _, i) in rows {
         let (m, d) = (&measurements[i], &verdict.directions[i]);
+        let figure = m.bw().map_or("error".into(), super::verdict::gbps);
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>rank {} {}</td><td>rank {} {}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>rank {r} {}</td><td>{}</td><td>{}</td><td>{}</td><td>rank {} {}</td><td>rank {} {}</td><td>{}</td><td>{}</td></tr>",
+            escape(&roster.host(r as u32)),
+            failed[r],
             m.round,
             m.rail,
             m.from,
             escape(&roster.host(m.from)),
             m.to,
             escape(&roster.host(m.to)),
-            super::verdict::gbps(bw),
+            figure,
             if d.pass { "PASS" } else { "FAIL" }
         );
     }
@@ -617,6 +856,150 @@ mod tests {
             "{p}"
         );
         assert!(!p.contains("http"));
+    }
+
+    #[test]
+    fn the_colours_are_anchored_on_the_verdict_so_a_pass_is_never_red() {
+        // The demo's case: --relative-bw 0.05 passes a direction at 0.3 ×
+        // its rail's best, which the old scale (red at half the best or
+        // below) drew red.
+        let (mut all, _) = run(4, 99);
+        if let Outcome::Measured { bw_gbps, .. } = &mut all[0].outcome {
+            *bw_gbps = 30.0;
+        }
+        let th = Thresholds {
+            relative_bw: 0.05,
+            ..Thresholds::default()
+        };
+        let v = judge(4, &[], &all, &th);
+        assert!(v.directions[0].pass);
+        let (line, top) = scale(&v, 0, None);
+        assert_eq!((line, top), (5.0, 100.0));
+        let h = hue(30.0, (line, top), true);
+        assert!((60.0..=120.0).contains(&h), "{h}");
+        // At the line, yellow; at the best, green; failed, red to orange.
+        assert_eq!(hue(5.0, (line, top), true), 60.0);
+        assert_eq!(hue(100.0, (line, top), true), 120.0);
+        assert_eq!(hue(2.5, (line, top), false), 0.0);
+        assert_eq!(hue(4.99, (line, top), false).round(), 30.0);
+        // A direction failed for another rule above the line stays in
+        // the failing half.
+        assert_eq!(hue(90.0, (line, top), false), 30.0);
+        // An absolute floor above the relative share is the line.
+        assert_eq!(scale(&v, 0, Some(80.0)), (80.0, 100.0));
+        let p = page(
+            &all,
+            &v,
+            Roster {
+                rails: &[],
+                hosts: &[],
+                devices: &[],
+            },
+            facts(),
+        );
+        let first = p
+            .lines()
+            .find(|l| l.starts_with("<rect class=\"cell passed\" data-src=\"0\""))
+            .unwrap();
+        let at = first.find("fill=\"hsl(").unwrap() + 10;
+        let drawn: f64 = first[at..at + first[at..].find(',').unwrap()]
+            .parse()
+            .unwrap();
+        assert!(drawn >= 60.0, "{first}");
+    }
+
+    #[test]
+    fn a_large_matrix_is_an_image_a_pixel_per_direction_or_the_worst_of_a_block() {
+        let (all, v) = run(200, 7);
+        let p = page(
+            &all,
+            &v,
+            Roster {
+                rails: &[],
+                hosts: &[],
+                devices: &[],
+            },
+            facts(),
+        );
+        let at = p.find("src=\"data:image/png;base64,").unwrap() + 27;
+        let text: String = p[at..at + p[at..].find('"').unwrap()]
+            .chars()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect();
+        use base64::Engine as _;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap();
+        assert_eq!(png[12..16], *b"IHDR");
+        assert_eq!(png[16..24], [0, 0, 0, 200, 0, 0, 0, 200], "200 × 200");
+        assert!(
+            p.contains("id=\"matrix\" class=\"matrix\" data-rail=\"0\" data-ranks-per-pixel=\"1\"")
+        );
+        // The pixels: rank 7's row and column failed, the rest passed,
+        // the diagonal empty.
+        let px = matrix_pixels(&all, &v, 0, 1, 200);
+        for (i, &c) in px.iter().enumerate() {
+            let (row, col) = (i / 200, i % 200);
+            let want = if row == col {
+                c == PX_EMPTY
+            } else if row == 7 || col == 7 {
+                c > PX_MISSING && c < PX_ERROR
+            } else {
+                (1..PX_MISSING).contains(&c)
+            };
+            assert!(want, "pixel {row},{col}: {c}");
+        }
+        // Two ranks a pixel: a block is its worst direction.
+        let px = matrix_pixels(&all, &v, 0, 2, 100);
+        assert_eq!(px.len(), 100 * 100);
+        for (i, &c) in px.iter().enumerate() {
+            let (row, col) = (i / 100, i % 100);
+            let failing = row == 3 || col == 3;
+            assert_eq!(c > PX_MISSING, failing, "block {row},{col}: {c}");
+        }
+        assert_eq!(palette().len(), usize::from(PX_ERROR) + 1);
+    }
+
+    #[test]
+    fn a_base64_http_is_broken_by_a_line_break() {
+        // Bytes whose base64 spells "http" (and "HTTP").
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode("aHR0AAhttpAAHTTP")
+            .unwrap();
+        let text = data_base64(&bytes);
+        assert!(!text.to_ascii_lowercase().contains("http"), "{text}");
+        let back: String = text.chars().filter(|c| *c != '\n').collect();
+        assert_eq!(back, "aHR0AAhttpAAHTTP");
+    }
+
+    #[test]
+    fn one_bad_node_fills_one_row_of_the_slowest_directions() {
+        let (all, v) = run(200, 7);
+        let p = page(
+            &all,
+            &v,
+            Roster {
+                rails: &[],
+                hosts: &[],
+                devices: &[],
+            },
+            facts(),
+        );
+        let table = &p[p.find("<table id=\"worst\">").unwrap()..];
+        let table = &table[..table.find("</table>").unwrap()];
+        let rows: Vec<&str> = table
+            .lines()
+            .filter(|l| l.starts_with("<tr><td>"))
+            .collect();
+        assert_eq!(rows.len(), WORST_LISTED);
+        // Its 398 directions, all failed and blamed on it, are one row.
+        assert!(
+            rows[0].starts_with("<tr><td>rank 7 ?</td><td>398</td>"),
+            "{}",
+            rows[0]
+        );
+        assert_eq!(rows.iter().filter(|r| r.contains("FAIL")).count(), 1);
     }
 
     #[test]

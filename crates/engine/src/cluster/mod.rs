@@ -39,6 +39,7 @@ pub mod html;
 pub mod launch;
 pub mod messages;
 pub mod pair_test;
+pub mod png;
 pub mod rails;
 pub mod rendezvous;
 pub mod report;

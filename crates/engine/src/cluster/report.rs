@@ -2,9 +2,11 @@
 //! at the end, from the measurements and their verdicts, one line per
 //! node and per failed direction for
 //! stdout ([`node_lines`], [`failure_lines`]), the records of
-//! `pairs.jsonl` ([`pair_records`]) and `summary.json` ([`summary`]),
-//! and the Prometheus text of `metrics.prom` ([`metrics`]). No I/O: the
-//! driver writes the files (`.partial`, renamed into place).
+//! `pairs.jsonl` ([`pair_records`], streamed to a writer by
+//! [`write_pairs`]) and `summary.json` ([`summary`]), and the Prometheus
+//! text of `metrics.prom` ([`metrics`]: bounded, whatever the run's
+//! size). No files: the driver opens them (`.partial`, renamed into
+//! place; `rdmaperf::cluster::report_files`).
 
 use serde::Serialize;
 
@@ -100,6 +102,44 @@ fn span(secs: f64) -> String {
     }
 }
 
+/// The printable names of a run's ranks and their devices on each rail,
+/// made once: the writers of `pairs.jsonl`, `pair-sums.jsonl` and
+/// `metrics.prom` borrow them for each of up to millions of records
+/// instead of making two to four `String`s a direction
+/// ([`Roster::host`] allocates each time).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Names {
+    hosts: Vec<String>,
+    /// Per rank, its device on each rail, rail 0 first.
+    devices: Vec<Vec<String>>,
+}
+
+impl Names {
+    /// The names of `roster`'s ranks (`size` of them) on `rails` rails.
+    pub fn new(roster: Roster<'_>, size: usize, rails: u32) -> Self {
+        let ranks = 0..size as Rank;
+        Self {
+            hosts: ranks.clone().map(|r| roster.host(r)).collect(),
+            devices: ranks
+                .map(|r| (0..rails).map(|k| roster.rail_device(r, k)).collect())
+                .collect(),
+        }
+    }
+
+    /// Rank r's host, printable, or `?` when unknown.
+    pub fn host(&self, r: Rank) -> &str {
+        self.hosts.get(r as usize).map_or("?", String::as_str)
+    }
+
+    /// Rank r's device on `rail`, printable, or `?` when unknown.
+    pub fn rail_device(&self, r: Rank, rail: u32) -> &str {
+        self.devices
+            .get(r as usize)
+            .and_then(|d| d.get(rail as usize))
+            .map_or("?", String::as_str)
+    }
+}
+
 /// One line of `pairs.jsonl`: one direction of one pair.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PairRecord<'a> {
@@ -110,15 +150,15 @@ pub struct PairRecord<'a> {
     /// The sending rank and its host.
     pub src_rank: Rank,
     /// The sending rank's host.
-    pub src_host: String,
+    pub src_host: &'a str,
     /// The receiving rank.
     pub dst_rank: Rank,
     /// The receiving rank's host.
-    pub dst_host: String,
+    pub dst_host: &'a str,
     /// The sending rank's device on that rail, `DEV:PORT`.
-    pub src_device: String,
+    pub src_device: &'a str,
     /// The receiving rank's device.
-    pub dst_device: String,
+    pub dst_device: &'a str,
     /// What happened (figures, error, or peer missing).
     pub outcome: &'a Outcome,
     /// The absolute floor it was judged against, Gb/s, if any.
@@ -134,24 +174,25 @@ pub struct PairRecord<'a> {
     pub blame: Blame,
 }
 
-/// The records of `pairs.jsonl`, in the measurements' order.
+/// The records of `pairs.jsonl`, in the measurements' order, one at a
+/// time (nothing is collected: 8.4 M of them at 1,024 ranks × 8 rails).
 pub fn pair_records<'a>(
     measurements: &'a [Measurement],
     verdict: &'a ClusterVerdict,
-    roster: Roster<'_>,
-) -> Vec<PairRecord<'a>> {
+    names: &'a Names,
+) -> impl Iterator<Item = PairRecord<'a>> + 'a {
     measurements
         .iter()
         .zip(&verdict.directions)
-        .map(|(m, d)| PairRecord {
+        .map(move |(m, d)| PairRecord {
             round: m.round,
             rail: m.rail,
             src_rank: m.from,
-            src_host: roster.host(m.from),
+            src_host: names.host(m.from),
             dst_rank: m.to,
-            dst_host: roster.host(m.to),
-            src_device: roster.rail_device(m.from, m.rail),
-            dst_device: roster.rail_device(m.to, m.rail),
+            dst_host: names.host(m.to),
+            src_device: names.rail_device(m.from, m.judged_rail()),
+            dst_device: names.rail_device(m.to, m.judged_rail()),
             outcome: &m.outcome,
             min_bw_gbps: d.min_bw_gbps,
             pass: d.pass,
@@ -159,24 +200,40 @@ pub fn pair_records<'a>(
             reasons: &d.reasons,
             blame: d.blame,
         })
-        .collect()
 }
 
-/// One line of `pair-sums.jsonl` (with more than one rail): one direction
-/// of one node pair, its rails' bandwidths added up — what the two nodes
-/// move between them at once.
+/// Writes `pairs.jsonl` to `out`, one compact JSON object a line, as a
+/// stream; returns how many lines.
+///
+/// # Errors
+/// `out`'s.
+pub fn write_pairs(
+    out: &mut (impl std::io::Write + ?Sized),
+    measurements: &[Measurement],
+    verdict: &ClusterVerdict,
+    names: &Names,
+) -> std::io::Result<u64> {
+    let mut lines = 0;
+    for record in pair_records(measurements, verdict, names) {
+        serde_json::to_writer(&mut *out, &record)?;
+        out.write_all(b"\n")?;
+        lines += 1;
+    }
+    Ok(lines)
+}
+
+/// One direction of one node pair, its rails' bandwidths added up — what
+/// the two nodes move between them at once (a line of `pair-sums.jsonl`
+/// with more than one rail, with the hosts: [`write_pair_sums`]). No
+/// text: one is kept per node pair direction (1 M at 1,024 ranks).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PairSum {
     /// The round.
     pub round: u32,
     /// The sending rank.
     pub src_rank: Rank,
-    /// Its host.
-    pub src_host: String,
     /// The receiving rank.
     pub dst_rank: Rank,
-    /// Its host.
-    pub dst_host: String,
     /// Rails it ran on.
     pub rails: usize,
     /// Of those, how many measured a figure.
@@ -189,12 +246,66 @@ pub struct PairSum {
     pub pass: bool,
 }
 
-/// The records of `pair-sums.jsonl`: per direction of each node pair in
+/// A line of `pair-sums.jsonl`: a [`PairSum`] with its hosts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PairSumRecord<'a> {
+    /// The round.
+    pub round: u32,
+    /// The sending rank.
+    pub src_rank: Rank,
+    /// Its host.
+    pub src_host: &'a str,
+    /// The receiving rank.
+    pub dst_rank: Rank,
+    /// Its host.
+    pub dst_host: &'a str,
+    /// Rails it ran on.
+    pub rails: usize,
+    /// Of those, how many measured a figure.
+    pub rails_measured: usize,
+    /// The measured rails' bandwidths added up, Gb/s.
+    pub bw_gbps_sum: f64,
+    /// The slowest measured rail, Gb/s.
+    pub worst_rail_gbps: Option<f64>,
+    /// Whether every rail's direction passed.
+    pub pass: bool,
+}
+
+/// Writes `pair-sums.jsonl` to `out`, one compact line per sum; returns
+/// how many lines.
+///
+/// # Errors
+/// `out`'s.
+pub fn write_pair_sums(
+    out: &mut (impl std::io::Write + ?Sized),
+    sums: &[PairSum],
+    names: &Names,
+) -> std::io::Result<u64> {
+    for s in sums {
+        let record = PairSumRecord {
+            round: s.round,
+            src_rank: s.src_rank,
+            src_host: names.host(s.src_rank),
+            dst_rank: s.dst_rank,
+            dst_host: names.host(s.dst_rank),
+            rails: s.rails,
+            rails_measured: s.rails_measured,
+            bw_gbps_sum: s.bw_gbps_sum,
+            worst_rail_gbps: s.worst_rail_gbps,
+            pass: s.pass,
+        };
+        serde_json::to_writer(&mut *out, &record)?;
+        out.write_all(b"\n")?;
+    }
+    Ok(sums.len() as u64)
+}
+
+/// The sums of `pair-sums.jsonl`: per direction of each node pair in
 /// each round, its rails added up, in the order they were first measured.
 pub fn pair_sums(
     measurements: &[Measurement],
     verdict: &ClusterVerdict,
-    roster: Roster<'_>,
+    _roster: Roster<'_>,
 ) -> Vec<PairSum> {
     let mut at: std::collections::HashMap<(u32, Rank, Rank), usize> =
         std::collections::HashMap::new();
@@ -204,9 +315,7 @@ pub fn pair_sums(
             out.push(PairSum {
                 round: m.round,
                 src_rank: m.from,
-                src_host: roster.host(m.from),
                 dst_rank: m.to,
-                dst_host: roster.host(m.to),
                 rails: 0,
                 rails_measured: 0,
                 bw_gbps_sum: 0.0,
@@ -444,24 +553,133 @@ pub fn failure_lines(
         .collect()
 }
 
-/// `metrics.prom`: per-direction bandwidth and verdict with their hosts,
-/// per-node verdicts, the missing ranks, slow rounds and the run's time.
+/// How many of the worst directions `metrics.prom` carries by default
+/// (`--prom-worst`): as many as the Grafana panel's `bottomk(10, ...)`
+/// shows.
+pub const DEFAULT_PROM_WORST: usize = 10;
+
+/// The indices of the `k` worst judged directions, worst first: those
+/// that ran to an error, then the lowest bandwidths (peer-missing
+/// directions are not judged and not listed). A heap of `k`: nothing
+/// the size of the run is allocated.
+pub fn worst_directions(measurements: &[Measurement], k: usize) -> Vec<usize> {
+    use std::cmp::Ordering;
+    use std::collections::BinaryHeap;
+    /// A direction's badness key: lower is worse (an error is -inf).
+    #[derive(PartialEq)]
+    struct Key(f64, usize);
+    impl Eq for Key {}
+    impl PartialOrd for Key {
+        fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+            Some(self.cmp(other))
+        }
+    }
+    impl Ord for Key {
+        fn cmp(&self, other: &Self) -> Ordering {
+            self.0.total_cmp(&other.0).then(self.1.cmp(&other.1))
+        }
+    }
+    if k == 0 {
+        return Vec::new();
+    }
+    let mut heap: BinaryHeap<Key> = BinaryHeap::with_capacity(k.min(measurements.len()) + 1);
+    for (i, m) in measurements.iter().enumerate() {
+        let key = match m.outcome {
+            Outcome::Measured { bw_gbps, .. } => bw_gbps,
+            Outcome::Error { .. } => f64::NEG_INFINITY,
+            Outcome::PeerMissing => continue,
+        };
+        // The heap keeps the k smallest keys, its top the largest of them.
+        if heap.len() < k {
+            heap.push(Key(key, i));
+        } else if heap.peek().is_some_and(|top| Key(key, i) < *top) {
+            heap.pop();
+            heap.push(Key(key, i));
+        }
+    }
+    heap.into_sorted_vec()
+        .into_iter()
+        .map(|Key(_, i)| i)
+        .collect()
+}
+
+/// One node's figures on one rail, from the directions it sent or
+/// received there.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct RailFigures {
+    /// Their bandwidths (f32: a median and a minimum to two decimals).
+    bws: Vec<f32>,
+    /// Judged directions (not peer-missing).
+    directions: usize,
+    /// Of those, failed.
+    failed: usize,
+}
+
+/// Each rank's [`RailFigures`] on `rail`.
+fn rail_figures(
+    measurements: &[Measurement],
+    verdict: &ClusterVerdict,
+    rail: u32,
+    size: usize,
+) -> Vec<RailFigures> {
+    let mut out = vec![RailFigures::default(); size];
+    let on_rail = measurements
+        .iter()
+        .zip(&verdict.directions)
+        .filter(|(m, d)| m.judged_rail() == rail && !d.peer_missing);
+    for (m, d) in on_rail {
+        for r in [m.from, m.to] {
+            if let Some(f) = out.get_mut(r as usize) {
+                f.directions += 1;
+                f.failed += usize::from(!d.pass);
+                if let Some(bw) = m.bw() {
+                    f.bws.push(bw as f32);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The median of `v` (sorted here), or None when empty.
+fn median(v: &mut [f32]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable_by(f32::total_cmp);
+    let mid = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        f64::from(v[mid])
+    } else {
+        (f64::from(v[mid - 1]) + f64::from(v[mid])) / 2.0
+    })
+}
+
+/// `metrics.prom`, its cardinality bounded whatever the run's size (the
+/// textfile collector of one node; Prometheus' own advice: "do not use
+/// labels to store dimensions with high cardinality", prometheus.io/docs
+/// /practices/naming): per node its verdict; per node and rail its
+/// verdict, worst and median bandwidth and failed directions; the run's
+/// summary; and only the `worst` worst directions (with their hosts),
+/// never one series per direction — `pairs.jsonl` has every one. At
+/// 1,024 ranks × 8 rails: about 40,000 series, not 25 M.
 pub fn metrics(
     measurements: &[Measurement],
     verdict: &ClusterVerdict,
-    roster: Roster<'_>,
+    names: &Names,
     duration_s: f64,
+    worst: usize,
 ) -> Exposition {
     let mut e = Exposition::new();
-    for (m, d) in measurements.iter().zip(&verdict.directions) {
+    for i in worst_directions(measurements, worst) {
+        let (m, d) = (&measurements[i], &verdict.directions[i]);
         let (src, dst, round) = (m.from.to_string(), m.to.to_string(), m.round.to_string());
-        let (src_host, dst_host) = (roster.host(m.from), roster.host(m.to));
         let rail = m.rail.to_string();
         let labels = [
             ("src_rank", src.as_str()),
-            ("src_host", src_host.as_str()),
+            ("src_host", names.host(m.from)),
             ("dst_rank", dst.as_str()),
-            ("dst_host", dst_host.as_str()),
+            ("dst_host", names.host(m.to)),
             ("round", round.as_str()),
             ("rail", rail.as_str()),
         ];
@@ -471,7 +689,7 @@ pub fn metrics(
         {
             e.sample(
                 "rdmaperf_cluster_pair_bandwidth_gbps",
-                "Bandwidth of one direction of one pair, Gb/s.",
+                "Bandwidth of one direction of one pair, Gb/s: only the --prom-worst slowest directions (pairs.jsonl has every one).",
                 MetricType::Gauge,
                 &labels,
                 bw_gbps,
@@ -479,39 +697,126 @@ pub fn metrics(
             if let Some(lat) = lat_us {
                 e.sample(
                     "rdmaperf_cluster_pair_latency_seconds",
-                    "Latency of one direction of one pair (the percentile judged), seconds.",
+                    "Latency of one of the --prom-worst slowest directions (the percentile judged), seconds.",
                     MetricType::Gauge,
                     &labels,
                     lat / 1e6,
                 );
             }
         }
-        if !d.peer_missing {
-            e.sample(
-                "rdmaperf_cluster_pair_pass",
-                "1 when one direction of one pair passed its verdicts, 0 when it failed.",
-                MetricType::Gauge,
-                &labels,
-                f64::from(u8::from(d.pass)),
-            );
-        }
+        e.sample(
+            "rdmaperf_cluster_pair_pass",
+            "1 when one of the --prom-worst slowest directions passed its verdicts, 0 when it failed.",
+            MetricType::Gauge,
+            &labels,
+            f64::from(u8::from(d.pass)),
+        );
     }
     for n in &verdict.nodes {
-        let (rank, host) = (n.rank.to_string(), roster.host(n.rank));
+        let rank = n.rank.to_string();
         e.sample(
             "rdmaperf_cluster_node_pass",
             "1 when a node passed (every pair it measured passed), else 0; its verdict word in `verdict`.",
             MetricType::Gauge,
-            &[("rank", &rank), ("host", &host), ("verdict", n.status.word())],
+            &[("rank", &rank), ("host", names.host(n.rank)), ("verdict", n.status.word())],
             f64::from(u8::from(n.status == NodeStatus::Pass)),
         );
+    }
+    let size = verdict.nodes.len();
+    for rail in 0..verdict.rail_count() {
+        let rail_text = rail.to_string();
+        let mut figures = rail_figures(measurements, verdict, rail, size);
+        for (n, f) in verdict.nodes.iter().zip(&mut figures) {
+            let status = n
+                .rails
+                .iter()
+                .find(|r| r.rail == rail)
+                .map_or(n.status, |r| r.status);
+            let rank = n.rank.to_string();
+            let labels = [
+                ("rank", rank.as_str()),
+                ("host", names.host(n.rank)),
+                ("rail", rail_text.as_str()),
+                ("device", names.rail_device(n.rank, rail)),
+            ];
+            let with_verdict = [
+                labels[0],
+                labels[1],
+                labels[2],
+                labels[3],
+                ("verdict", status.word()),
+            ];
+            e.sample(
+                "rdmaperf_cluster_node_rail_pass",
+                "1 when a node passed on a rail, else 0; its rail's verdict word in `verdict`.",
+                MetricType::Gauge,
+                &with_verdict,
+                f64::from(u8::from(status == NodeStatus::Pass)),
+            );
+            e.sample(
+                "rdmaperf_cluster_node_rail_directions",
+                "Directions a node sent or received on a rail and that were judged (not peer-missing).",
+                MetricType::Gauge,
+                &labels,
+                f.directions as f64,
+            );
+            e.sample(
+                "rdmaperf_cluster_node_rail_failed_directions",
+                "Of those, how many failed.",
+                MetricType::Gauge,
+                &labels,
+                f.failed as f64,
+            );
+            if let Some(w) = f.bws.iter().copied().reduce(f32::min) {
+                e.sample(
+                    "rdmaperf_cluster_node_rail_worst_bandwidth_gbps",
+                    "The lowest bandwidth of a direction a node sent or received on a rail, Gb/s.",
+                    MetricType::Gauge,
+                    &labels,
+                    f64::from(w),
+                );
+            }
+            if let Some(mid) = median(&mut f.bws) {
+                e.sample(
+                    "rdmaperf_cluster_node_rail_median_bandwidth_gbps",
+                    "The median bandwidth of the directions a node sent or received on a rail, Gb/s.",
+                    MetricType::Gauge,
+                    &labels,
+                    mid,
+                );
+            }
+            f.bws = Vec::new();
+        }
+        if let Some(best) = verdict
+            .rail_best_bw_gbps
+            .get(rail as usize)
+            .copied()
+            .flatten()
+        {
+            e.sample(
+                "rdmaperf_cluster_rail_best_bandwidth_gbps",
+                "A rail's best bandwidth, Gb/s: what its relative rule judges against.",
+                MetricType::Gauge,
+                &[("rail", rail_text.as_str())],
+                best,
+            );
+        }
     }
     let missing = verdict
         .nodes
         .iter()
         .filter(|n| n.status == NodeStatus::Missing)
         .count();
+    let judged = verdict.directions.iter().filter(|d| !d.peer_missing);
+    let (directions, failed) = judged.fold((0usize, 0usize), |(n, f), d| {
+        (n + 1, f + usize::from(!d.pass))
+    });
     let gauges = [
+        (
+            "rdmaperf_cluster_pass",
+            "1 when the run passed (every node PASS, none missing), else 0.",
+            f64::from(u8::from(verdict.pass())),
+        ),
         (
             "rdmaperf_cluster_ranks",
             "Ranks in the job.",
@@ -521,6 +826,16 @@ pub fn metrics(
             "rdmaperf_cluster_ranks_missing",
             "Ranks that never arrived or died.",
             missing as f64,
+        ),
+        (
+            "rdmaperf_cluster_directions",
+            "Directions judged (every direction of every pair on every rail, not peer-missing).",
+            directions as f64,
+        ),
+        (
+            "rdmaperf_cluster_directions_failed",
+            "Of those, how many failed.",
+            failed as f64,
         ),
         (
             "rdmaperf_cluster_slow_rounds",
@@ -669,10 +984,14 @@ mod tests {
             hosts: &hosts,
             devices: &[],
         };
-        let records = pair_records(&all, &v, roster);
-        assert_eq!(records.len(), 12);
-        let line = serde_json::to_string(&records[0]).unwrap();
-        let back: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let names = Names::new(roster, 4, 1);
+        let mut out = Vec::new();
+        assert_eq!(write_pairs(&mut out, &all, &v, &names).unwrap(), 12);
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 12);
+        let line = lines[0];
+        let back: serde_json::Value = serde_json::from_str(line).unwrap();
         for key in [
             "round",
             "src_rank",
@@ -696,19 +1015,14 @@ mod tests {
     }
 
     #[test]
-    fn the_metrics_carry_each_direction_with_its_hosts_and_each_nodes_verdict() {
+    fn the_metrics_carry_the_worst_directions_with_their_hosts_and_each_nodes_verdict() {
         let (all, v, hosts) = run();
-        let text = metrics(
-            &all,
-            &v,
-            Roster {
-                rails: &[],
-                hosts: &hosts,
-                devices: &[],
-            },
-            12.5,
-        )
-        .render();
+        let roster = Roster {
+            rails: &[],
+            hosts: &hosts,
+            devices: &[],
+        };
+        let text = metrics(&all, &v, &Names::new(roster, 4, 1), 12.5, 64).render();
         assert!(
             text.contains("# TYPE rdmaperf_cluster_pair_bandwidth_gbps gauge\n"),
             "{text}"
@@ -741,8 +1055,67 @@ mod tests {
             text.contains("rdmaperf_cluster_run_duration_seconds 12.5\n"),
             "{text}"
         );
+        // Per node and rail: rank 2's 4 judged directions (2 sent, 2
+        // received), all failed, at 50 Gb/s.
+        let rank2 = "{rank=\"2\",host=\"node-c?[2J\",rail=\"0\",device=\"?\"}";
+        for (name, value) in [
+            ("directions", "4"),
+            ("failed_directions", "4"),
+            ("worst_bandwidth_gbps", "50"),
+            ("median_bandwidth_gbps", "50"),
+        ] {
+            let line = format!("rdmaperf_cluster_node_rail_{name}{rank2} {value}\n");
+            assert!(text.contains(&line), "{line} in {text}");
+        }
+        assert!(text.contains("rdmaperf_cluster_directions 6\n"), "{text}");
+        assert!(
+            text.contains("rdmaperf_cluster_directions_failed 4\n"),
+            "{text}"
+        );
         // Peer-missing directions have no pass sample and no bandwidth.
         assert!(!text.contains("dst_rank=\"3\""), "{text}");
+    }
+
+    #[test]
+    fn only_the_k_worst_directions_are_series_errors_first() {
+        let (mut all, _, hosts) = run();
+        all[1].outcome = Outcome::Error {
+            error: "timeout".into(),
+        };
+        let v = judge(4, &[3], &all, &Thresholds::default());
+        let worst = worst_directions(&all, 3);
+        assert_eq!(worst.len(), 3);
+        assert_eq!(worst[0], 1, "the error first");
+        for &i in &worst[1..] {
+            assert_eq!(all[i].bw(), Some(50.0), "{:?}", all[i]);
+        }
+        let roster = Roster {
+            rails: &[],
+            hosts: &hosts,
+            devices: &[],
+        };
+        let text = metrics(&all, &v, &Names::new(roster, 4, 1), 1.0, 2).render();
+        let series = |name: &str| {
+            text.lines()
+                .filter(|l| l.starts_with(&format!("{name}{{")))
+                .count()
+        };
+        assert_eq!(series("rdmaperf_cluster_pair_pass"), 2, "{text}");
+        assert_eq!(series("rdmaperf_cluster_pair_bandwidth_gbps"), 1, "{text}");
+        assert_eq!(series("rdmaperf_cluster_node_rail_pass"), 4, "{text}");
+        assert!(
+            metrics(&all, &v, &Names::new(roster, 4, 1), 1.0, 0)
+                .render()
+                .lines()
+                .all(|l| !l.starts_with("rdmaperf_cluster_pair_"))
+        );
+    }
+
+    #[test]
+    fn a_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&mut [5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(median(&mut []), None);
     }
 
     #[test]

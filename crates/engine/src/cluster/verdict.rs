@@ -338,7 +338,8 @@ pub enum Blame {
     SlowRound,
 }
 
-/// The verdict on one [`Measurement`] (same index).
+/// The verdict on one [`Measurement`] (same index). 40 bytes: one is
+/// kept per direction (a test pins the size).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DirectionVerdict {
     /// Whether it passed; peer-missing directions are not judged (`true`
@@ -347,14 +348,126 @@ pub struct DirectionVerdict {
     /// The peer was missing: neither pass nor failure.
     pub peer_missing: bool,
     /// Every rule it failed.
-    pub reasons: Vec<Reason>,
+    pub reasons: Reasons,
     /// Whose fault a failure is.
     pub blame: Blame,
     /// With [`Blame::Node`], the failing node(s) among its two ranks.
-    pub blamed_ranks: Vec<Rank>,
+    pub blamed_ranks: BlamedRanks,
     /// The absolute floor it was judged against, Gb/s (`--expect-rate`
     /// × `--min-efficiency`; with `auto`, of the slower port), if any.
     pub min_bw_gbps: Option<f64>,
+}
+
+impl Default for DirectionVerdict {
+    /// Not judged yet: a placeholder, replaced by each rail's verdict.
+    fn default() -> Self {
+        Self {
+            pass: false,
+            peer_missing: false,
+            reasons: Reasons::default(),
+            blame: Blame::None,
+            blamed_ranks: BlamedRanks::default(),
+            min_bw_gbps: None,
+        }
+    }
+}
+
+/// The rules a direction failed: a slice, kept in one pointer (8 bytes,
+/// no allocation when it passed) — a verdict is kept for each of up to
+/// 8.4 M directions (1,024 ranks × 8 rails, all pairs), where a `Vec`'s
+/// 24 bytes cost 134 MB more (docs/performance.md, "The cluster report
+/// at scale").
+///
+/// The box around the `Vec` is on purpose (clippy's `box_collection`
+/// would have the `Vec` alone): a `Box<Vec<_>>` is one thin pointer where
+/// a `Vec` is three words and a `Box<[_]>` two, and only a failed
+/// direction pays the second allocation.
+#[allow(clippy::box_collection)]
+#[derive(Clone, Default, PartialEq)]
+pub struct Reasons(Option<Box<Vec<Reason>>>);
+
+impl From<Vec<Reason>> for Reasons {
+    fn from(v: Vec<Reason>) -> Self {
+        Self((!v.is_empty()).then(|| Box::new(v)))
+    }
+}
+
+impl std::ops::Deref for Reasons {
+    type Target = [Reason];
+    fn deref(&self) -> &[Reason] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+}
+
+impl std::fmt::Debug for Reasons {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for Reasons {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<const N: usize> PartialEq<[Reason; N]> for Reasons {
+    fn eq(&self, other: &[Reason; N]) -> bool {
+        **self == other[..]
+    }
+}
+
+impl PartialEq<Vec<Reason>> for Reasons {
+    fn eq(&self, other: &Vec<Reason>) -> bool {
+        **self == other[..]
+    }
+}
+
+/// The failing node(s) among a direction's two ranks: at most two, kept
+/// inline (12 bytes, no allocation; a `Vec` is 24 and a heap block).
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct BlamedRanks {
+    ranks: [Rank; 2],
+    len: u8,
+}
+
+impl BlamedRanks {
+    /// Those of `ranks` that `blamed` says fail (at most the first two).
+    pub fn of(ranks: [Rank; 2], blamed: impl Fn(Rank) -> bool) -> Self {
+        let mut out = Self::default();
+        for r in ranks {
+            if blamed(r) {
+                out.ranks[usize::from(out.len)] = r;
+                out.len += 1;
+            }
+        }
+        out
+    }
+}
+
+impl std::ops::Deref for BlamedRanks {
+    type Target = [Rank];
+    fn deref(&self) -> &[Rank] {
+        &self.ranks[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for BlamedRanks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for BlamedRanks {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<const N: usize> PartialEq<[Rank; N]> for BlamedRanks {
+    fn eq(&self, other: &[Rank; N]) -> bool {
+        **self == other[..]
+    }
 }
 
 /// The verdict on one round.
@@ -454,6 +567,10 @@ pub struct ClusterVerdict {
     /// Per rail k, its best bandwidth, Gb/s: what rail k's relative rule
     /// judges against.
     pub rail_best_bw_gbps: Vec<Option<f64>>,
+    /// The relative rule's fraction (`--relative-bw`): a direction below
+    /// it × its rail's best fails. The report's colours are anchored on
+    /// it.
+    pub relative_bw: f64,
 }
 
 impl ClusterVerdict {
@@ -515,7 +632,8 @@ pub fn judge_with(
         .unwrap_or(0)
         + 1;
     if rails == 1 {
-        return judge_rail(size, missing, measurements, th, facts, 0);
+        let all: Vec<&Measurement> = measurements.iter().collect();
+        return judge_rail(size, missing, &all, th, facts, 0);
     }
     // The rails' verdicts are about figures: the node's own facts join
     // when they are combined.
@@ -527,21 +645,26 @@ pub fn judge_with(
             ..f.clone()
         })
         .collect();
-    let mut directions: Vec<Option<DirectionVerdict>> = vec![None; measurements.len()];
+    // Each rail judged on references into `measurements` (no copy of
+    // them), its verdicts put in place: at 8.4 M directions a clone of a
+    // rail's measurements, or an `Option` per verdict then collected
+    // again, cost hundreds of MB (docs/performance.md).
+    let mut directions: Vec<DirectionVerdict> = Vec::new();
+    directions.resize_with(measurements.len(), DirectionVerdict::default);
     let mut rounds = Vec::new();
     let mut by_rail: Vec<Vec<NodeVerdict>> = Vec::new();
     let mut rail_best = Vec::new();
     let mut min_lat: Option<f64> = None;
     for rail in 0..rails {
-        let (at, on_rail): (Vec<usize>, Vec<Measurement>) = measurements
+        let (at, on_rail): (Vec<usize>, Vec<&Measurement>) = measurements
             .iter()
             .enumerate()
             .filter(|(_, m)| m.judged_rail() == rail)
-            .map(|(i, m)| (i, m.clone()))
             .unzip();
         let v = judge_rail(size, missing, &on_rail, th, &figures_only, rail);
+        drop(on_rail);
         for (i, d) in at.into_iter().zip(v.directions) {
-            directions[i] = Some(d);
+            directions[i] = d;
         }
         rounds.extend(v.rounds);
         by_rail.push(v.nodes);
@@ -603,12 +726,13 @@ pub fn judge_with(
         })
         .collect();
     ClusterVerdict {
-        directions: directions.into_iter().flatten().collect(),
+        directions,
         rounds,
         nodes,
         best_bw_gbps: rail_best.iter().flatten().copied().reduce(f64::max),
         min_lat_us: min_lat,
         rail_best_bw_gbps: rail_best,
+        relative_bw: th.relative_bw,
     }
 }
 
@@ -616,7 +740,7 @@ pub fn judge_with(
 fn judge_rail(
     size: u32,
     missing: &[Rank],
-    measurements: &[Measurement],
+    measurements: &[&Measurement],
     th: &Thresholds,
     facts: &[NodeFacts],
     rail: u32,
@@ -639,11 +763,11 @@ fn judge_rail(
     };
     let best_bw = measurements
         .iter()
-        .filter_map(Measurement::bw)
+        .filter_map(|m| m.bw())
         .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
     let min_lat = measurements
         .iter()
-        .filter_map(Measurement::lat)
+        .filter_map(|m| m.lat())
         .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))));
 
     // Each direction's absolute floor (--expect-rate auto: the slower of
@@ -694,7 +818,11 @@ fn judge_rail(
             }
         })
         .collect();
-    let slow = |round: u32| rounds.iter().any(|r| r.round == round && r.slow);
+    // The slow rounds as a set: asked once per direction (a scan of the
+    // rounds for each was 1,023 × 8.4 M steps at 1,024 ranks × 8 rails).
+    let slow_rounds: std::collections::BTreeSet<u32> =
+        rounds.iter().filter(|r| r.slow).map(|r| r.round).collect();
+    let slow = |round: u32| !slow_rounds.is_empty() && slow_rounds.contains(&round);
 
     // A direction fails on any rule, except relative rules in a slow round.
     let counted: Vec<bool> = measurements
@@ -791,13 +919,10 @@ fn judge_rail(
         .zip(floors)
         .map(|(((m, reasons), &failed), min_bw_gbps)| {
             let peer_missing = m.outcome == Outcome::PeerMissing;
-            let blamed_ranks: Vec<Rank> = if failed {
-                [m.from, m.to]
-                    .into_iter()
-                    .filter(|&r| failing_node(r))
-                    .collect()
+            let blamed_ranks = if failed {
+                BlamedRanks::of([m.from, m.to], failing_node)
             } else {
-                Vec::new()
+                BlamedRanks::default()
             };
             let blame = if failed && !blamed_ranks.is_empty() {
                 Blame::Node
@@ -811,7 +936,7 @@ fn judge_rail(
             DirectionVerdict {
                 pass: !failed && !peer_missing,
                 peer_missing,
-                reasons,
+                reasons: reasons.into(),
                 blame,
                 blamed_ranks,
                 min_bw_gbps,
@@ -826,6 +951,7 @@ fn judge_rail(
         best_bw_gbps: best_bw,
         min_lat_us: min_lat,
         rail_best_bw_gbps: vec![best_bw],
+        relative_bw: th.relative_bw,
     }
 }
 
@@ -1006,7 +1132,7 @@ mod tests {
         for (m, d) in run(&FOUR, 100.0, &slow).iter().zip(&v.directions) {
             if m.from == 2 || m.to == 2 {
                 assert_eq!(
-                    (d.pass, d.blame, d.blamed_ranks.as_slice()),
+                    (d.pass, d.blame, &d.blamed_ranks[..]),
                     (false, Blame::Node, &[2][..])
                 );
                 assert_eq!(
@@ -1175,10 +1301,7 @@ mod tests {
             let on_slow_rail_of_3 = m.rail == 1 && (m.from == 3 || m.to == 3);
             assert_eq!(d.pass, !on_slow_rail_of_3, "{m:?}");
             if on_slow_rail_of_3 {
-                assert_eq!(
-                    (d.blame, d.blamed_ranks.as_slice()),
-                    (Blame::Node, &[3][..])
-                );
+                assert_eq!((d.blame, &d.blamed_ranks[..]), (Blame::Node, &[3][..]));
             }
         }
         assert_eq!(v.rail_best_bw_gbps, [Some(100.0), Some(100.0)]);
@@ -1505,6 +1628,23 @@ mod tests {
             ]
         );
         assert_eq!(v.directions[0].blame, Blame::Link);
+    }
+
+    #[test]
+    fn a_direction_verdict_stays_small_and_serializes_as_lists() {
+        // One per direction: 8.4 M at 1,024 ranks × 8 rails.
+        assert_eq!(std::mem::size_of::<DirectionVerdict>(), 40);
+        let d = DirectionVerdict {
+            reasons: vec![Reason::Error { error: "x".into() }].into(),
+            blamed_ranks: BlamedRanks::of([3, 4], |r| r == 4),
+            ..DirectionVerdict::default()
+        };
+        let json = serde_json::to_value(&d).unwrap();
+        assert_eq!(json["blamed_ranks"], serde_json::json!([4]));
+        assert_eq!(json["reasons"][0]["rule"], "error");
+        let passed = serde_json::to_value(DirectionVerdict::default()).unwrap();
+        assert_eq!(passed["reasons"], serde_json::json!([]));
+        assert_eq!(passed["blamed_ranks"], serde_json::json!([]));
     }
 
     #[test]
