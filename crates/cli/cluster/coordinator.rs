@@ -151,13 +151,13 @@ fn somaxconn() -> i32 {
         .unwrap_or(4_096)
 }
 
-/// Runs the coordinator on `listener`; the run's exit code.
+/// Runs the coordinator on `listener` (its times counted from `started`,
+/// when the ranks could first reach it); the run's exit code.
 ///
 /// # Errors
 /// A signal, a bad pairs file (a usage error), or a failure to write the
 /// report.
-pub fn run(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<u8> {
-    let started = Instant::now();
+pub fn run(plan: &ClusterPlan, listener: &Listener, started: Instant) -> anyhow::Result<u8> {
     let test = &plan.test;
     let std_listener = listener
         .try_clone_std()
@@ -202,9 +202,18 @@ pub fn run(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<u8> {
     let mut events = Events::with_capacity(4_096);
     let mut scratch = vec![0u8; 64 << 10];
     let mut out = crate::output::Stdout;
-    let cpu_at_start = thread_cpu();
+    // The rounds' CPU is counted from the first round (the gathering is
+    // its own figure: the time all joined).
+    let mut cpu_at_start = thread_cpu();
     let mut bad_schedule = None;
     let mut ending: Option<(Instant, u8)> = None;
+    // With --report: each round's measurements appended as it ends, so a
+    // crash keeps what was measured.
+    let mut log = match &plan.coordinating.report {
+        Some(dir) => Some(super::report_files::PairsLog::create(dir)?),
+        None => None,
+    };
+    let mut logged = 0usize;
     loop {
         if let Some(sig) = stop::requested() {
             return Err(Interrupted(sig).into());
@@ -247,10 +256,11 @@ pub fn run(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<u8> {
         drop_unjoined(&poll, &mut conns, now);
         send_all(&poll, &mut conns, &mut machine);
         while let Some(note) = machine.poll_note() {
-            match note {
+            match &note {
                 Note::Plan(line) => {
+                    cpu_at_start = thread_cpu();
                     eprintln!(
-                        "rdmaperf cluster: {} of {size} ranks joined in {:.1} s; the start and the first round sent",
+                        "rdmaperf cluster: {} of {size} ranks joined in {:.2} s; the start and the first round sent",
                         machine.live().count(),
                         started.elapsed().as_secs_f64()
                     );
@@ -261,14 +271,25 @@ pub fn run(plan: &ClusterPlan, listener: &Listener) -> anyhow::Result<u8> {
                     "plan: retest of {suspects} suspect ranks against known-good ones: {rounds} rounds"
                 )
                 .map_err(crate::stdout_write_error)?,
-                Note::BadSchedule(e) => bad_schedule = Some(e),
+                Note::BadSchedule(e) => bad_schedule = Some(e.clone()),
                 Note::Done => {}
+                Note::RoundDone { .. } if log.is_some() => {
+                    say(&note);
+                    let all = machine.measurements();
+                    if let Some(l) = &mut log
+                        && let Err(e) = l.append(&all[logged.min(all.len())..])
+                    {
+                        eprintln!("rdmaperf cluster: {e:#}: the rest is kept in memory only");
+                        log = None;
+                    }
+                    logged = all.len();
+                }
                 other => {
-                    say(&other);
+                    say(other);
                     // Dropped for its silence: its connection closes, so
                     // it hears at once that it is out of the run.
                     if let Note::Silent { rank, .. } = other
-                        && let Some(t) = conns.of_rank.get(rank as usize).copied().flatten()
+                        && let Some(t) = conns.of_rank.get(*rank as usize).copied().flatten()
                     {
                         conns.remove(&poll, t);
                     }

@@ -206,7 +206,7 @@ fn measured(
         bw_gbps,
         msg_rate_mpps: Some(msg_rate_mpps),
         lat_us: latency.map(|l| l.at(judged(test))),
-        latency,
+        latency: latency.map(Box::new),
     }
 }
 
@@ -266,7 +266,7 @@ fn simulated(test: &PairTest, me: Rank, partner: Rank, is_slow: bool) -> Outcome
         // Messages of `-s` bytes at that rate.
         msg_rate_mpps: Some(gbps * 1e9 / 8.0 / test.size as f64 / 1e6),
         lat_us: latency.map(|l| l.at(judged(test))),
-        latency,
+        latency: latency.map(Box::new),
     }
 }
 

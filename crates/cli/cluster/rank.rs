@@ -80,7 +80,7 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
         Some(
             thread::Builder::new()
                 .name("coordinator".into())
-                .spawn(move || coordinator::run(&plan, &l))?,
+                .spawn(move || coordinator::run(&plan, &l, Instant::now()))?,
         )
     } else {
         None

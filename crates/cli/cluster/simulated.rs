@@ -138,6 +138,7 @@ pub fn run(args: &ClusterArgs, n: u32) -> anyhow::Result<u8> {
         if processes == 1 { "" } else { "es" }
     );
     let exe = std::env::current_exe().context("finding this program to start the ranks")?;
+    let started = Instant::now();
     let mut fleet: Vec<Child> = Vec::new();
     for p in 0..processes {
         let first = p * RANKS_PER_PROCESS;
@@ -157,7 +158,7 @@ pub fn run(args: &ClusterArgs, n: u32) -> anyhow::Result<u8> {
             }
         }
     }
-    let code = coordinator::run(&plan, &listener);
+    let code = coordinator::run(&plan, &listener, started);
     drop(listener);
     end_fleet(&mut fleet, FLEET_GRACE);
     code

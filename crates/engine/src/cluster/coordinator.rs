@@ -471,6 +471,11 @@ impl Coordinator {
             plan
         };
         self.notes.push_back(Note::Plan(self.plan.clone()));
+        // Room for every direction at once (no doubling of a vector of
+        // millions at its last growth), up to 16 Mi of them.
+        let expected = rounds.pair_count() * 2 * u64::from(most_rails);
+        self.measurements
+            .reserve(usize::try_from(expected.min(1 << 24)).unwrap_or(0));
         self.out.push_back(Transmit {
             to: Recipient::EveryLive,
             msg: ClusterMessage::Start {

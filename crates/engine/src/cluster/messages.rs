@@ -338,7 +338,7 @@ mod tests {
                             msg_rate_mpps: None,
                             bw_gbps: 391.5,
                             lat_us: Some(2.25),
-                            latency: Some(PairLatency {
+                            latency: Some(Box::new(PairLatency {
                                 iterations: 1000,
                                 min_us: 1.9,
                                 avg_us: 2.3,
@@ -348,7 +348,7 @@ mod tests {
                                 p99_9_us: 7.0,
                                 p99_99_us: 9.0,
                                 max_us: 12.5,
-                            }),
+                            })),
                         },
                     },
                     Measurement {
