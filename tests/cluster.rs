@@ -1608,6 +1608,13 @@ fn three_hundred_rank_processes_join_a_rank_0_whose_soft_open_files_limit_is_low
         .stderr(Stdio::piped())
         .spawn()
         .expect("rank 0");
+    // Rank 0 listens before the others start (they bind ephemeral ports
+    // for their pair listeners, which must not take rank 0's).
+    let until = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(&coordinator).is_err() {
+        assert!(Instant::now() < until, "rank 0 does not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let others: Vec<Child> = (1..n)
         .map(|r| spawn_rank(&coordinator, r, n, &[]))
         .collect();
