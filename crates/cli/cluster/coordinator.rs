@@ -190,7 +190,7 @@ pub fn run(plan: &ClusterPlan, listener: &Listener, started: Instant) -> anyhow:
                 ScheduleChoice::Pattern(p) => MachineSchedule::Pattern(*p),
                 ScheduleChoice::PairsFile(t) => MachineSchedule::PairsFile(t.clone()),
             },
-            thresholds: plan.coordinating.thresholds.clone(),
+            thresholds: plan.coordinating.thresholds,
             ignore_counters: plan.coordinating.ignore_counters.clone(),
         },
         started,
@@ -448,7 +448,7 @@ fn take_frames(conns: &mut Conns, t: usize, machine: &mut Coordinator) -> Result
         if conn.closing {
             return Ok(());
         }
-        let msg = match conn.reader.next::<ClusterMessage>() {
+        let msg = match conn.reader.take::<ClusterMessage>() {
             Ok(Some(m)) => m,
             Ok(None) => return Ok(()),
             Err(e) => {

@@ -546,7 +546,7 @@ fn read_rank(poll: &Poll, r: &mut SimRank, node: &mut Node, scratch: &mut [u8]) 
 /// Every whole message rank `r` holds, answered.
 fn answer(poll: &Poll, r: &mut SimRank, node: &mut Node) {
     while r.stage == Stage::Running {
-        let msg = match r.reader.next::<ClusterMessage>() {
+        let msg = match r.reader.take::<ClusterMessage>() {
             Ok(Some(m)) => m,
             Ok(None) => return,
             Err(_) => {

@@ -388,7 +388,7 @@ mod tests {
         let mut got = Vec::new();
         for b in &all {
             reader.feed(std::slice::from_ref(b));
-            while let Some(m) = reader.next::<ClusterMessage>().unwrap() {
+            while let Some(m) = reader.take::<ClusterMessage>().unwrap() {
                 got.push(m);
             }
         }
@@ -551,11 +551,11 @@ mod tests {
         // A half frame is waited for, never an error; a bad header is one.
         let mut r = FrameReader::default();
         r.feed(&frame(13, b"{}")[..HEADER_LEN - 1]);
-        assert!(r.next::<ClusterMessage>().unwrap().is_none());
+        assert!(r.take::<ClusterMessage>().unwrap().is_none());
         let mut r = FrameReader::default();
         r.feed(b"GET / HTTP/1.1\r\n");
         assert!(matches!(
-            r.next::<ClusterMessage>(),
+            r.take::<ClusterMessage>(),
             Err(WireError::BadMagic { .. })
         ));
     }

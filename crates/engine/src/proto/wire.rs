@@ -783,7 +783,7 @@ pub fn decode_frame<M: Framed>(frame: &[u8]) -> Result<(M, usize), WireError> {
 
 /// The frames arriving on a non-blocking connection, one message at a
 /// time: bytes are fed in as they come ([`FrameReader::feed`]), whole
-/// frames taken out ([`FrameReader::next`]). The header is checked as
+/// frames taken out ([`FrameReader::take`]). The header is checked as
 /// soon as it is there, so a peer cannot make it hold more than one
 /// frame of at most [`MAX_PAYLOAD`] bytes beyond what it has decoded
 /// (when the caller takes every whole frame after each feed); an idle
@@ -813,7 +813,7 @@ impl FrameReader {
     /// # Errors
     /// Any header or payload error of [`decode_frame`] but
     /// [`WireError::Truncated`]: the connection is then out of step.
-    pub fn next<M: Framed>(&mut self) -> Result<Option<M>, WireError> {
+    pub fn take<M: Framed>(&mut self) -> Result<Option<M>, WireError> {
         match decode_frame::<M>(&self.bytes[self.start..]) {
             Ok((msg, used)) => {
                 self.start += used;
