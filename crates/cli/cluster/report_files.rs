@@ -123,9 +123,14 @@ pub fn write_report(
             report::write_pair_sums(w, pair_sums, &names).map(drop)
         })?;
     }
-    match std::fs::remove_file(dir.join(PAIRS_LOG)) {
+    remove_if_there(&dir.join(PAIRS_LOG), PAIRS_LOG)
+}
+
+/// Removes `path` (the report's `what`) when it is there.
+fn remove_if_there(path: &Path, what: &str) -> anyhow::Result<()> {
+    match std::fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => {
-            Err(e).with_context(|| format!("removing the report's {PAIRS_LOG}"))
+            Err(e).with_context(|| format!("removing the report's {what}"))
         }
         _ => Ok(()),
     }
@@ -149,8 +154,8 @@ fn write_jsonl(
         if gzip {
             // The default level (6): at 8.4 M directions miniz_oxide's
             // level 1 wrote 145 MB in 14.0 s, level 3 52 MB in 16.3 s,
-            // level 6 48 MB in 19.6 s (docs/performance.md). A buffer in front of the encoder: each record is many
-            // small writes, and each write into the encoder is a call
+            // level 6 48 MB in 19.6 s (docs/performance.md). A buffer in
+            // front of the encoder: each record is many small writes, and each write into the encoder is a call
             // of the compressor.
             let mut z = flate2::write::GzEncoder::new(w, flate2::Compression::default());
             let mut b = BufWriter::with_capacity(1 << 20, &mut z);
@@ -162,12 +167,7 @@ fn write_jsonl(
             body(w)
         }
     })?;
-    match std::fs::remove_file(dir.join(other)) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => {
-            Err(e).with_context(|| format!("removing the report's old {other}"))
-        }
-        _ => Ok(()),
-    }
+    remove_if_there(&dir.join(other), &format!("old {other}"))
 }
 
 /// `name` in `dir`, written by `body` through a buffer to its `.partial`

@@ -723,6 +723,13 @@ mod tests {
     }
 
     /// All pairs of `n` ranks at 100 Gb/s, rank `slow` at 40.
+    /// A roster that knows no host, device or rail names.
+    const NO_NAMES: Roster<'static> = Roster {
+        rails: &[],
+        hosts: &[],
+        devices: &[],
+    };
+
     fn run(n: u32, slow: Rank) -> (Vec<Measurement>, ClusterVerdict) {
         let schedule = crate::cluster::schedule::all_pairs(n).unwrap();
         let mut all = Vec::new();
@@ -887,16 +894,7 @@ mod tests {
         assert_eq!(hue(90.0, (line, top), false), 30.0);
         // An absolute floor above the relative share is the line.
         assert_eq!(scale(&v, 0, Some(80.0)), (80.0, 100.0));
-        let p = page(
-            &all,
-            &v,
-            Roster {
-                rails: &[],
-                hosts: &[],
-                devices: &[],
-            },
-            facts(),
-        );
+        let p = page(&all, &v, NO_NAMES, facts());
         let first = p
             .lines()
             .find(|l| l.starts_with("<rect class=\"cell passed\" data-src=\"0\""))
@@ -911,16 +909,7 @@ mod tests {
     #[test]
     fn a_large_matrix_is_an_image_a_pixel_per_direction_or_the_worst_of_a_block() {
         let (all, v) = run(200, 7);
-        let p = page(
-            &all,
-            &v,
-            Roster {
-                rails: &[],
-                hosts: &[],
-                devices: &[],
-            },
-            facts(),
-        );
+        let p = page(&all, &v, NO_NAMES, facts());
         let at = p.find("src=\"data:image/png;base64,").unwrap() + 27;
         let text: String = p[at..at + p[at..].find('"').unwrap()]
             .chars()
@@ -976,16 +965,7 @@ mod tests {
     #[test]
     fn one_bad_node_fills_one_row_of_the_slowest_directions() {
         let (all, v) = run(200, 7);
-        let p = page(
-            &all,
-            &v,
-            Roster {
-                rails: &[],
-                hosts: &[],
-                devices: &[],
-            },
-            facts(),
-        );
+        let p = page(&all, &v, NO_NAMES, facts());
         let table = &p[p.find("<table id=\"worst\">").unwrap()..];
         let table = &table[..table.find("</table>").unwrap()];
         let rows: Vec<&str> = table
