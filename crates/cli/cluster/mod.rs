@@ -217,8 +217,8 @@ pub struct ClusterPlan {
     pub rendezvous_timeout: Duration,
     /// `--simulate-slow`.
     pub simulate_slow: Vec<pair::SlowSpot>,
-    /// Whether a rank other than 0 prints its line (not when all ranks
-    /// are threads of one process).
+    /// Whether a rank other than 0 prints its line and its rails (not
+    /// the simulated ranks of `--simulate-ranks`' helper processes).
     pub print_line: bool,
     /// Rank 0's part.
     pub coordinating: CoordinatorPlan,
@@ -458,7 +458,8 @@ impl ClusterArgs {
     }
 }
 
-/// Runs this rank (or, with `--simulate-ranks N`, N ranks as threads);
+/// Runs this rank (or, with `--simulate-ranks N`, a whole simulated job;
+/// with `--simulate-fleet`, one helper process of it);
 /// returns the exit code.
 ///
 /// # Errors

@@ -483,7 +483,7 @@ pub(super) fn node_rails(plan: &ClusterPlan) -> anyhow::Result<Vec<Rail>> {
             }
         })
         .collect();
-    // (Ranks simulated as threads of one process: rank 0 speaks for all.)
+    // (The helper processes of --simulate-ranks: rank 0 speaks for all.)
     if !plan.print_line && me != 0 {
         return Ok(selection.rails);
     }

@@ -1,5 +1,5 @@
 //! What every pair runs: rank 0's test flags, sent to every rank in the
-//! table (`cluster_table`'s `config`) as the client of a test binary
+//! start (`cluster_start`'s `config`) as the client of a test binary
 //! configures its server. Typed and bounded: a rank builds its own run
 //! from these fields and its own device flags, never from text it is
 //! sent.
