@@ -158,33 +158,13 @@ fn somaxconn() -> i32 {
 /// A signal, a bad pairs file (a usage error), or a failure to write the
 /// report.
 pub fn run(plan: &ClusterPlan, listener: &Listener, started: Instant) -> anyhow::Result<u8> {
-    let test = &plan.test;
-    let std_listener = listener
-        .try_clone_std()
-        .context("rank 0's listener for the ranks")?;
-    // As many joins as the kernel lets wait (std's default is 128): 16,384
-    // ranks start together (they also retry with jittered backoff).
-    let backlog = somaxconn();
-    nix::sys::socket::listen(
-        &std_listener,
-        nix::sys::socket::Backlog::new(backlog).unwrap_or(nix::sys::socket::Backlog::MAXCONN),
-    )
-    .context("setting the listen backlog")?;
-    let mut listen = TcpListener::from_std(std_listener);
-    let mut poll = Poll::new().context("creating the event loop")?;
-    poll.registry()
-        .register(&mut listen, LISTENER, Interest::READABLE)?;
-    if let Some(fd) = stop::pipe() {
-        use std::os::fd::AsRawFd as _;
-        poll.registry()
-            .register(&mut SourceFd(&fd.as_raw_fd()), STOP, Interest::READABLE)?;
-    }
     let size = plan.launch.size;
+    let mut io = Io::new(listener, size)?;
     let mut machine = Coordinator::new(
         Setup {
             size,
             version: env!("CARGO_PKG_VERSION").into(),
-            test: test.clone(),
+            test: plan.test.clone(),
             rendezvous_timeout: plan.rendezvous_timeout,
             schedule: match &plan.coordinating.schedule {
                 ScheduleChoice::Pattern(p) => MachineSchedule::Pattern(*p),
@@ -195,56 +175,120 @@ pub fn run(plan: &ClusterPlan, listener: &Listener, started: Instant) -> anyhow:
         },
         started,
     );
-    let mut conns = Conns {
-        of_rank: vec![None; size as usize],
-        ..Conns::default()
-    };
-    let mut events = Events::with_capacity(4_096);
-    let mut scratch = vec![0u8; 64 << 10];
-    let mut out = crate::output::Stdout;
-    // The rounds' CPU is counted from the first round (the gathering is
-    // its own figure: the time all joined).
-    let mut cpu_at_start = thread_cpu();
-    let mut bad_schedule = None;
+    let mut telling = Telling::new(plan, started)?;
+    // Once the end messages are queued: until when they may take, and the
+    // run's exit code.
     let mut ending: Option<(Instant, u8)> = None;
-    // With --report: each round's measurements appended as it ends, so a
-    // crash keeps what was measured.
-    let mut log = match &plan.coordinating.report {
-        Some(dir) => Some(super::report_files::PairsLog::create(dir)?),
-        None => None,
-    };
-    let mut logged = 0usize;
     loop {
         if let Some(sig) = stop::requested() {
             return Err(Interrupted(sig).into());
         }
-        let now = Instant::now();
-        let mut wake = now + TICK;
-        if let Some(d) = machine.poll_timeout() {
-            wake = wake.min(d);
+        let wake = [machine.poll_timeout(), ending.map(|(by, _)| by)]
+            .into_iter()
+            .flatten()
+            .fold(Instant::now() + TICK, Instant::min);
+        io.turn(&mut machine, wake)?;
+        telling.notes(&mut machine, &mut io)?;
+        if let Some((by, code)) = ending {
+            if io.all_written() || Instant::now() >= by {
+                return match telling.bad_schedule.take() {
+                    Some(e) => Err(crate::UsageError(e).into()),
+                    None => Ok(code),
+                };
+            }
+        } else if machine.is_ended() {
+            // The gathering found no schedule to run (a bad pairs file).
+            io.send_all(&mut machine);
+            ending = Some((Instant::now() + END_FLUSH, 2));
+        } else if machine.is_done() {
+            progress_done();
+            if let Some(line) = round_time_line(machine.round_times(), telling.rounds_cpu()) {
+                eprintln!("rdmaperf cluster: {line}");
+            }
+            let code = finish(plan, &mut machine, started)?;
+            io.send_all(&mut machine);
+            ending = Some((Instant::now() + END_FLUSH, code));
         }
-        if let Some((by, _)) = ending {
-            wake = wake.min(by);
+    }
+}
+
+/// The loop's I/O: the event loop, the listener, every connection.
+struct Io {
+    poll: Poll,
+    listen: TcpListener,
+    conns: Conns,
+    events: Events,
+    scratch: Vec<u8>,
+    size: u32,
+}
+
+impl Io {
+    /// An event loop over `listener` (its backlog raised to
+    /// `net.core.somaxconn`) and the stop pipe, for `size` ranks.
+    fn new(listener: &Listener, size: u32) -> anyhow::Result<Self> {
+        let std_listener = listener
+            .try_clone_std()
+            .context("rank 0's listener for the ranks")?;
+        // As many joins as the kernel lets wait (std's default is 128):
+        // 16,384 ranks start together (they also retry with jittered
+        // backoff).
+        nix::sys::socket::listen(
+            &std_listener,
+            nix::sys::socket::Backlog::new(somaxconn())
+                .unwrap_or(nix::sys::socket::Backlog::MAXCONN),
+        )
+        .context("setting the listen backlog")?;
+        let mut listen = TcpListener::from_std(std_listener);
+        let poll = Poll::new().context("creating the event loop")?;
+        poll.registry()
+            .register(&mut listen, LISTENER, Interest::READABLE)?;
+        if let Some(fd) = stop::pipe() {
+            use std::os::fd::AsRawFd as _;
+            poll.registry()
+                .register(&mut SourceFd(&fd.as_raw_fd()), STOP, Interest::READABLE)?;
         }
-        poll.poll(&mut events, Some(wake.saturating_duration_since(now)))
-            .or_else(|e| {
-                if e.kind() == io::ErrorKind::Interrupted {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
+        Ok(Self {
+            poll,
+            listen,
+            conns: Conns {
+                of_rank: vec![None; size as usize],
+                ..Conns::default()
+            },
+            events: Events::with_capacity(4_096),
+            scratch: vec![0u8; 64 << 10],
+            size,
+        })
+    }
+
+    /// One turn: waits for I/O until `wake` (or a signal), reads and
+    /// writes what is ready, hands the machine the time, drops
+    /// connections that never joined, sends what the machine has to send.
+    fn turn(&mut self, machine: &mut Coordinator, wake: Instant) -> anyhow::Result<()> {
+        let wait = wake.saturating_duration_since(Instant::now());
+        match self.poll.poll(&mut self.events, Some(wait)) {
+            Err(e) if e.kind() != io::ErrorKind::Interrupted => {
+                return Err(e).context("waiting for the ranks");
+            }
+            _ => {}
+        }
+        let ready: Vec<(Token, bool, bool)> = self
+            .events
+            .iter()
+            .map(|e| {
+                let readable = e.is_readable() || e.is_read_closed() || e.is_error();
+                (e.token(), readable, e.is_writable())
             })
-            .context("waiting for the ranks")?;
-        for event in &events {
-            match event.token() {
-                LISTENER => accept_all(&listen, &poll, &mut conns, size)?,
+            .collect();
+        for (token, readable, writable) in ready {
+            match token {
+                LISTENER => accept_all(&self.listen, &self.poll, &mut self.conns, self.size)?,
                 STOP => {}
                 Token(t) => {
-                    if event.is_readable() || event.is_read_closed() || event.is_error() {
-                        read_conn(&poll, &mut conns, t, &mut machine, &mut scratch);
+                    if readable {
+                        read_conn(&self.poll, &mut self.conns, t, machine, &mut self.scratch);
                     }
-                    if event.is_writable() {
-                        write_conn(&poll, &mut conns, t, &mut machine);
+                    if writable {
+                        write_conn(&self.poll, &mut self.conns, t, machine);
                     }
                 }
             }
@@ -253,77 +297,114 @@ pub fn run(plan: &ClusterPlan, listener: &Listener, started: Instant) -> anyhow:
         if machine.poll_timeout().is_some_and(|d| d <= now) {
             machine.handle_timeout(now);
         }
-        drop_unjoined(&poll, &mut conns, now);
-        send_all(&poll, &mut conns, &mut machine);
+        drop_unjoined(&self.poll, &mut self.conns, now);
+        self.send_all(machine);
+        Ok(())
+    }
+
+    /// Everything the machine has to send, queued and written.
+    fn send_all(&mut self, machine: &mut Coordinator) {
+        send_all(&self.poll, &mut self.conns, machine);
+    }
+
+    /// Closes rank `rank`'s connection, if it has one (the machine has
+    /// dropped it).
+    fn close_rank(&mut self, rank: Rank) {
+        if let Some(t) = self.conns.of_rank.get(rank as usize).copied().flatten() {
+            self.conns.remove(&self.poll, t);
+        }
+    }
+
+    /// Whether every queued byte has been written.
+    fn all_written(&self) -> bool {
+        self.conns.slots.iter().flatten().all(|c| c.out.is_empty())
+    }
+}
+
+/// What the loop says and keeps while the run goes: stdout, stderr, the
+/// round log of `--report`, the rounds' CPU.
+struct Telling {
+    out: crate::output::Stdout,
+    started: Instant,
+    /// The deciding thread's CPU when the first round started.
+    cpu_at_start: Duration,
+    /// With `--report`: each round's measurements appended as it ends, so
+    /// a crash keeps what was measured.
+    log: Option<super::report_files::PairsLog>,
+    logged: usize,
+    bad_schedule: Option<String>,
+}
+
+impl Telling {
+    fn new(plan: &ClusterPlan, started: Instant) -> anyhow::Result<Self> {
+        Ok(Self {
+            out: crate::output::Stdout,
+            started,
+            cpu_at_start: thread_cpu(),
+            log: match &plan.coordinating.report {
+                Some(dir) => Some(super::report_files::PairsLog::create(dir)?),
+                None => None,
+            },
+            logged: 0,
+            bad_schedule: None,
+        })
+    }
+
+    /// The deciding thread's CPU since the first round.
+    fn rounds_cpu(&self) -> Duration {
+        thread_cpu().saturating_sub(self.cpu_at_start)
+    }
+
+    /// Says what the machine has to say: the plan and the retest on
+    /// stdout, the rest on stderr; logs each round's measurements; closes
+    /// the connection of a rank dropped for its silence.
+    fn notes(&mut self, machine: &mut Coordinator, io: &mut Io) -> anyhow::Result<()> {
         while let Some(note) = machine.poll_note() {
             match &note {
                 Note::Plan(line) => {
-                    cpu_at_start = thread_cpu();
+                    // The rounds' CPU is counted from here (the gathering
+                    // is its own figure: the time all joined).
+                    self.cpu_at_start = thread_cpu();
                     eprintln!(
-                        "rdmaperf cluster: {} of {size} ranks joined in {:.2} s; the start and the first round sent",
+                        "rdmaperf cluster: {} of {} ranks joined in {:.2} s; the start and the first round sent",
                         machine.live().count(),
-                        started.elapsed().as_secs_f64()
+                        io.size,
+                        self.started.elapsed().as_secs_f64()
                     );
-                    writeln!(out, "{line}").map_err(crate::stdout_write_error)?;
+                    writeln!(self.out, "{line}").map_err(crate::stdout_write_error)?;
                 }
                 Note::Retest { suspects, rounds } => writeln!(
-                    out,
+                    self.out,
                     "plan: retest of {suspects} suspect ranks against known-good ones: {rounds} rounds"
                 )
                 .map_err(crate::stdout_write_error)?,
-                Note::BadSchedule(e) => bad_schedule = Some(e.clone()),
+                Note::BadSchedule(e) => self.bad_schedule = Some(e.clone()),
                 Note::Done => {}
-                Note::RoundDone { .. } if log.is_some() => {
+                Note::RoundDone { .. } => {
                     say(&note);
-                    let all = machine.measurements();
-                    if let Some(l) = &mut log
-                        && let Err(e) = l.append(&all[logged.min(all.len())..])
-                    {
-                        eprintln!("rdmaperf cluster: {e:#}: the rest is kept in memory only");
-                        log = None;
-                    }
-                    logged = all.len();
+                    self.log_round(machine.measurements());
                 }
-                other => {
-                    say(other);
+                Note::Silent { rank, .. } => {
+                    say(&note);
                     // Dropped for its silence: its connection closes, so
                     // it hears at once that it is out of the run.
-                    if let Note::Silent { rank, .. } = other
-                        && let Some(t) = conns.of_rank.get(*rank as usize).copied().flatten()
-                    {
-                        conns.remove(&poll, t);
-                    }
+                    io.close_rank(*rank);
                 }
+                other => say(other),
             }
         }
-        if let Some((by, code)) = ending {
-            let pending = conns.slots.iter().flatten().any(|c| !c.out.is_empty());
-            if !pending || Instant::now() >= by {
-                return match bad_schedule {
-                    Some(e) => Err(crate::UsageError(e).into()),
-                    None => Ok(code),
-                };
-            }
-            continue;
+        Ok(())
+    }
+
+    /// Appends the measurements of `all` not yet logged to the round log.
+    fn log_round(&mut self, all: &[Measurement]) {
+        if let Some(log) = &mut self.log
+            && let Err(e) = log.append(&all[self.logged.min(all.len())..])
+        {
+            eprintln!("rdmaperf cluster: {e:#}: the rest is kept in memory only");
+            self.log = None;
         }
-        if machine.is_ended() {
-            // The gathering found no schedule to run (a bad pairs file).
-            ending = Some((Instant::now() + END_FLUSH, 2));
-            send_all(&poll, &mut conns, &mut machine);
-            continue;
-        }
-        if machine.is_done() {
-            progress_done();
-            if let Some(line) = round_time_line(
-                machine.round_times(),
-                thread_cpu().saturating_sub(cpu_at_start),
-            ) {
-                eprintln!("rdmaperf cluster: {line}");
-            }
-            let code = finish(plan, &mut machine, started)?;
-            send_all(&poll, &mut conns, &mut machine);
-            ending = Some((Instant::now() + END_FLUSH, code));
-        }
+        self.logged = all.len();
     }
 }
 

@@ -1,7 +1,8 @@
 //! One rank's life: bind a pair listener per rail (port 0, held: no
 //! free-port race), start the coordinator when this is rank 0, join it
-//! with retries until `--rendezvous-timeout`, take the table, then run
-//! each round it is sent — on every rail both ranks have at once (rail k
+//! with retries until `--rendezvous-timeout`, take rank 0's start (the
+//! test), then run each round it is sent (with its partner's contact) —
+//! on every rail both ranks have at once (rail k
 //! with the partner's rail k, a thread each, bound to its NIC's NUMA
 //! node), both directions with its partner, one after the other — and
 //! report; at the end print its line and exit with the run's code. Every

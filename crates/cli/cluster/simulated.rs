@@ -382,102 +382,137 @@ pub fn run_fleet(args: &ClusterArgs, (first, last): (Rank, Rank)) -> anyhow::Res
     let mut scratch = vec![0u8; 64 << 10];
     loop {
         let now = Instant::now();
-        // Start connections, a bounded number at a time.
-        let mut connecting = ranks
-            .iter()
-            .filter(|r| r.stage == Stage::Connecting)
-            .count();
-        for (i, r) in ranks.iter_mut().enumerate() {
-            if connecting >= CONNECTING_AT_ONCE {
-                break;
-            }
-            if let Stage::Waiting(at) = r.stage
-                && at <= now
-            {
-                if now >= deadline {
-                    r.stage = Stage::Over;
-                    continue;
-                }
-                match TcpStream::connect(addr) {
-                    Ok(mut s) => {
-                        poll.registry().register(
-                            &mut s,
-                            Token(i),
-                            Interest::READABLE | Interest::WRITABLE,
-                        )?;
-                        r.stream = Some(s);
-                        r.stage = Stage::Connecting;
-                        connecting += 1;
-                    }
-                    Err(_) => retry(r, now),
-                }
-            }
-        }
+        start_connections(&mut ranks, &poll, addr, (now, deadline))?;
         // Done when every rank is over, a mute one once the run started
         // (it reads nothing more, rank 0's end included).
         let mute = |r: &SimRank| r.test.is_some() && args.simulate_mute.contains(&r.rank);
         if ranks.iter().all(|r| r.stage == Stage::Over || mute(r)) {
             return Ok(0);
         }
-        // Reports whose time came.
-        for r in &mut ranks {
-            if let Some((at, _)) = &r.due
-                && *at <= now
-                && let Some((_, bytes)) = r.due.take()
-            {
-                r.out.extend(bytes);
-                flush(r);
-            }
-        }
-        let wake = ranks
-            .iter()
-            .filter_map(|r| match (r.stage, &r.due) {
-                (_, Some((at, _))) => Some(*at),
-                (Stage::Waiting(at), _) => Some(at),
-                _ => None,
-            })
-            .min()
-            .map_or(Duration::from_millis(500), |at| {
-                at.saturating_duration_since(now)
-                    .min(Duration::from_millis(500))
-            });
-        if let Err(e) = poll.poll(&mut events, Some(wake))
+        release_due(&mut ranks, now);
+        if let Err(e) = poll.poll(&mut events, Some(next_wake(&ranks, now)))
             && e.kind() != io::ErrorKind::Interrupted
         {
             return Err(e.into());
         }
         for event in &events {
-            let Some(r) = ranks.get_mut(event.token().0) else {
-                continue;
-            };
-            if r.stage == Stage::Connecting && (event.is_writable() || event.is_error()) {
-                let ok = r.stream.as_ref().is_some_and(|s| {
-                    s.take_error().ok().flatten().is_none() && s.peer_addr().is_ok()
-                });
-                if ok {
-                    r.stage = Stage::Running;
-                    let join = ClusterMessage::Join {
-                        identity: Box::new(node.identity(r.rank)),
-                    };
-                    r.out.extend(wire::encode(&join)?);
-                } else {
-                    drop_stream(&poll, r);
-                    retry(r, Instant::now());
-                    continue;
-                }
-            }
-            if r.stage != Stage::Running {
-                continue;
-            }
-            let muted = r.test.is_some() && node.args.simulate_mute.contains(&r.rank);
-            if (event.is_readable() || event.is_read_closed()) && !muted {
-                read_rank(&poll, r, &mut node, &mut scratch);
-            }
-            if r.stage == Stage::Running {
-                flush(r);
+            if let Some(r) = ranks.get_mut(event.token().0) {
+                let readable = event.is_readable() || event.is_read_closed();
+                let connected = event.is_writable() || event.is_error();
+                on_ready(r, (readable, connected), &poll, &mut node, &mut scratch)?;
             }
         }
     }
+}
+
+/// Starts the connections of ranks whose time came, at most
+/// [`CONNECTING_AT_ONCE`] in progress; past `deadline` a rank gives up.
+fn start_connections(
+    ranks: &mut [SimRank],
+    poll: &Poll,
+    addr: SocketAddr,
+    (now, deadline): (Instant, Instant),
+) -> io::Result<()> {
+    let mut connecting = ranks
+        .iter()
+        .filter(|r| r.stage == Stage::Connecting)
+        .count();
+    for (i, r) in ranks.iter_mut().enumerate() {
+        if connecting >= CONNECTING_AT_ONCE {
+            break;
+        }
+        let Stage::Waiting(at) = r.stage else {
+            continue;
+        };
+        if at > now {
+            continue;
+        }
+        if now >= deadline {
+            r.stage = Stage::Over;
+            continue;
+        }
+        match TcpStream::connect(addr) {
+            Ok(mut s) => {
+                poll.registry().register(
+                    &mut s,
+                    Token(i),
+                    Interest::READABLE | Interest::WRITABLE,
+                )?;
+                r.stream = Some(s);
+                r.stage = Stage::Connecting;
+                connecting += 1;
+            }
+            Err(_) => retry(r, now),
+        }
+    }
+    Ok(())
+}
+
+/// Queues the reports whose time came (`--simulate-ms`).
+fn release_due(ranks: &mut [SimRank], now: Instant) {
+    for r in ranks {
+        if let Some((at, _)) = &r.due
+            && *at <= now
+            && let Some((_, bytes)) = r.due.take()
+        {
+            r.out.extend(bytes);
+            flush(r);
+        }
+    }
+}
+
+/// How long the loop may sleep: until the next report or connection
+/// attempt is due, at most half a second.
+fn next_wake(ranks: &[SimRank], now: Instant) -> Duration {
+    let most = Duration::from_millis(500);
+    ranks
+        .iter()
+        .filter_map(|r| match (r.stage, &r.due) {
+            (_, Some((at, _))) => Some(*at),
+            (Stage::Waiting(at), _) => Some(at),
+            _ => None,
+        })
+        .min()
+        .map_or(most, |at| at.saturating_duration_since(now).min(most))
+}
+
+/// Rank `r`'s socket is ready (`readable`; `connected`: writable, or in
+/// error while it connects): its join once connected (or a retry), then
+/// what rank 0 sent, answered, and its queue written.
+fn on_ready(
+    r: &mut SimRank,
+    (readable, connected): (bool, bool),
+    poll: &Poll,
+    node: &mut Node,
+    scratch: &mut [u8],
+) -> anyhow::Result<()> {
+    if r.stage == Stage::Connecting && connected {
+        let ok = r
+            .stream
+            .as_ref()
+            .is_some_and(|s| s.take_error().ok().flatten().is_none() && s.peer_addr().is_ok());
+        if !ok {
+            drop_stream(poll, r);
+            retry(r, Instant::now());
+            return Ok(());
+        }
+        r.stage = Stage::Running;
+        let join = ClusterMessage::Join {
+            identity: Box::new(node.identity(r.rank)),
+        };
+        r.out.extend(wire::encode(&join)?);
+    }
+    if r.stage != Stage::Running {
+        return Ok(());
+    }
+    let muted = r.test.is_some() && node.args.simulate_mute.contains(&r.rank);
+    if readable && !muted {
+        read_rank(poll, r, node, scratch);
+    }
+    if r.stage == Stage::Running {
+        flush(r);
+    }
+    Ok(())
 }
 
 /// Tries rank `r`'s connection again after a jittered backoff.
