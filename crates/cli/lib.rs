@@ -4,13 +4,15 @@
 //! ([`runner`]) over the control channel ([`oob`], [`session`]), the
 //! resources of a side ([`side`]), the measured loops ([`measure`]), the
 //! output routing ([`output`]), the device inventory and exit-code policy;
-//! `rdmaperf`'s subcommands ([`fabric`]) and cluster mode ([`cluster`]:
+//! the `rdmaperf` binary ([`app`]: its command line and `main`), its
+//! fabric-health subcommands ([`fabric`]) and cluster mode ([`cluster`]:
 //! many ranks, each pair's test through the same runner).
 //! All device access goes through the `verbs` crate, all pure logic is in
 //! `engine`.
 
 #![forbid(unsafe_code)]
 
+pub mod app;
 pub mod args;
 pub mod clock;
 pub mod cluster;

@@ -1,6 +1,7 @@
-//! `rdmaperf`: RDMA fabric health — `ports`, `doctor nccl`, `exporter`
-//! (the tests are the other binaries: `write_bw`, `read_lat`, …).
+//! `rdmaperf`: RDMA fabric health and cluster checks — `ports`, `doctor
+//! nccl`, `exporter`, `cluster` (the tests are the other binaries:
+//! `write_bw`, `read_lat`, …).
 
 fn main() -> std::process::ExitCode {
-    rdmaperf::fabric::main()
+    rdmaperf::app::main()
 }
