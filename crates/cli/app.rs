@@ -63,5 +63,5 @@ pub fn main() -> ExitCode {
         Command::Exporter(args) => exporter::run(&args),
         Command::Cluster(args) => crate::cluster::run(&args),
     };
-    crate::finish("rdmaperf", result)
+    crate::exit::finish("rdmaperf", result)
 }

@@ -17,7 +17,7 @@ use engine::format::perftest_json::OutputFigure;
 use engine::format::table::Unit;
 use engine::results::lat::{Percentile, parse_max_latency};
 
-use crate::UsageError;
+use crate::exit::UsageError;
 use crate::options::{
     ConnectionOptions, DeviceSelection, LocalOptions, OutputPlan, RoleOptions, RunOptions,
     VerdictPlan,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use engine::bench::clock::{ClockChoice, ClockRecord, ClockSource, TickPoint, TickRate};
 
-use crate::UsageError;
+use crate::exit::UsageError;
 
 /// A counter the ping-pong reads once per round trip.
 pub trait Ticks {

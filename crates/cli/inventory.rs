@@ -3,6 +3,44 @@
 use engine::fabric::gid::GidKind;
 use engine::fabric::listing::{DeviceListing, GidListing, PortListing};
 
+use std::fs::File;
+use std::io::Write as _;
+
+use engine::fabric::listing::{JsonLines, ListingWriter, Text};
+
+use crate::exit::UsageError;
+
+/// Runs `--list-devices` (`-d`, `-i`: one device, one port): text on stdout; JSON lines to the `--json` file,
+/// or to stdout instead of the text when it is `-`.
+///
+/// # Errors
+/// Device errors (unknown device or port: a usage error) and I/O errors.
+pub fn run_list(
+    (ib_dev, ib_port): (Option<&str>, Option<u8>),
+    json: Option<&str>,
+) -> anyhow::Result<()> {
+    let devices = collect(ib_dev, ib_port).map_err(|e| match e {
+        verbs::Error::NoSuchDevice { .. } => UsageError(format!("-d/--ib-dev: {e}")).into(),
+        verbs::Error::NoSuchPort { .. } => UsageError(format!("-i/--ib-port: {e}")).into(),
+        other => anyhow::Error::new(other),
+    })?;
+    let mut stdout = crate::output::Stdout;
+    match json {
+        Some("-") => JsonLines.write(&mut stdout, &devices)?,
+        Some(path) => {
+            // Create the file only after the inventory succeeded, so bad
+            // input leaves nothing behind.
+            Text.write(&mut stdout, &devices)?;
+            let mut file = File::create(path)
+                .map_err(|e| anyhow::anyhow!("cannot create --json file {path:?}: {e}"))?;
+            JsonLines.write(&mut file, &devices)?;
+            file.flush()?;
+        }
+        None => Text.write(&mut stdout, &devices)?,
+    }
+    Ok(())
+}
+
 /// Every device (or only `device`), every port (or only `port`), with their
 /// valid GIDs.
 ///

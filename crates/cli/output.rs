@@ -11,21 +11,25 @@ use engine::format::table::TableStyle;
 use engine::results::record::{InterruptedRecord, SizeRecord};
 use engine::results::verdict::VerdictRecord;
 
-use crate::JsonFile;
+use crate::atomic_file::JsonFile;
 
 /// The process's stdout, whose `BrokenPipe` errors say that they came
-/// from stdout ([`crate::StdoutClosed`]): a closed stdout (`| head`) ends
+/// from stdout ([`crate::exit::StdoutClosed`]): a closed stdout (`| head`) ends
 /// the run quietly with exit 0, a broken control socket does not.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Stdout;
 
 impl Write for Stdout {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        io::stdout().write(buf).map_err(crate::stdout_write_error)
+        io::stdout()
+            .write(buf)
+            .map_err(crate::exit::stdout_write_error)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        io::stdout().flush().map_err(crate::stdout_write_error)
+        io::stdout()
+            .flush()
+            .map_err(crate::exit::stdout_write_error)
     }
 }
 
@@ -214,7 +218,7 @@ impl PerftestJsonFile {
         style: TableStyle,
         output: Option<OutputFigure>,
     ) -> anyhow::Result<Self> {
-        crate::check_writable("--out_json_file", &path)?;
+        crate::atomic_file::check_writable("--out_json_file", &path)?;
         Ok(Self {
             path,
             title,
@@ -227,7 +231,7 @@ impl PerftestJsonFile {
 impl Report for PerftestJsonFile {
     fn size(&mut self, record: &SizeRecord<'_>) -> io::Result<()> {
         let text = perftest_json::render(&self.title, record, self.style, self.output);
-        crate::write_atomically("--out_json_file", &self.path, &text)
+        crate::atomic_file::write_atomically("--out_json_file", &self.path, &text)
     }
 }
 
@@ -256,7 +260,7 @@ impl PromFile {
         device: &str,
         port: u8,
     ) -> anyhow::Result<Self> {
-        crate::check_writable("--prom", &path)?;
+        crate::atomic_file::check_writable("--prom", &path)?;
         Ok(Self {
             path,
             metrics: engine::fabric::prom::results::ResultMetrics::new(),
@@ -275,7 +279,7 @@ impl PromFile {
         {
             text.push_str(&engine::fabric::prom::ports::port_metrics(&devices).render());
         }
-        crate::write_atomically("--prom", &self.path, &text)
+        crate::atomic_file::write_atomically("--prom", &self.path, &text)
     }
 }
 
@@ -316,7 +320,7 @@ impl CounterLines {
         let mut files = Vec::new();
         for name in list.split(',').filter(|n| !n.is_empty()) {
             if name.split('/').any(|c| c == ".." || c.is_empty()) || name.starts_with('/') {
-                return Err(crate::UsageError(format!(
+                return Err(crate::exit::UsageError(format!(
                     "-W/--report-counters: {name:?} is not a counter under the port's directory"
                 ))
                 .into());
@@ -324,7 +328,9 @@ impl CounterLines {
             files.push((name.to_owned(), port_dir.join(name)));
         }
         if files.is_empty() {
-            return Err(crate::UsageError("-W/--report-counters: no counter named".into()).into());
+            return Err(
+                crate::exit::UsageError("-W/--report-counters: no counter named".into()).into(),
+            );
         }
         let mut c = Self {
             files,
@@ -332,7 +338,7 @@ impl CounterLines {
         };
         c.last = c
             .read()
-            .map_err(|e| crate::UsageError(format!("-W/--report-counters: {e}")))?;
+            .map_err(|e| crate::exit::UsageError(format!("-W/--report-counters: {e}")))?;
         Ok(c)
     }
 

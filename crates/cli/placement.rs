@@ -14,7 +14,7 @@ use std::path::Path;
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::unistd::Pid;
 
-use crate::UsageError;
+use crate::exit::UsageError;
 
 /// What the flags ask for.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -30,7 +30,7 @@ use engine::results::record::{
 use engine::results::verdict::VerdictRecord;
 use verbs::Mtu;
 
-use crate::UsageError;
+use crate::exit::UsageError;
 use crate::measure::bw::BwMeasure;
 use crate::measure::lat::LatMeasure;
 use crate::measure::{Measure, Shown, SizeCtx};
@@ -57,7 +57,10 @@ pub fn main(spec: TestSpec) -> ExitCode {
             }
             .context("installing the SIGINT/SIGTERM handlers")?;
             if cli.list_devices {
-                crate::run_list(&cli.device, cli.json.as_deref())?;
+                crate::inventory::run_list(
+                    (cli.device.ib_dev.as_deref(), cli.device.ib_port),
+                    cli.json.as_deref(),
+                )?;
                 return Ok(0);
             }
             if !spec.is_implemented() {
@@ -70,7 +73,7 @@ pub fn main(spec: TestSpec) -> ExitCode {
             }
             Ok(run_pair(&built.options)?.exit_code)
         });
-    crate::finish(spec.binary(), result)
+    crate::exit::finish(spec.binary(), result)
 }
 
 /// Before any memory or thread: binds the process as perftest does, on

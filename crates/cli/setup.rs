@@ -11,7 +11,7 @@ use engine::fabric::gid::{self, GidCandidate};
 use engine::proto::wire::SideInfo;
 use verbs::{Context, Mtu, PortAttributes};
 
-use crate::UsageError;
+use crate::exit::UsageError;
 use crate::inventory::gid_kind;
 use crate::options::DeviceSelection;
 

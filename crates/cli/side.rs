@@ -24,7 +24,7 @@ use verbs::{
     Gid, LocalSge, MemoryRegion, Mtu, QueuePairCaps,
 };
 
-use crate::UsageError;
+use crate::exit::UsageError;
 use crate::oob::PeerWatch;
 use crate::setup::{CmEnd, Port};
 
@@ -211,13 +211,6 @@ fn refuse_beyond_device(
     Ok(())
 }
 
-/// The device refused a QP with `-I`'s inline size: a usage error (exit
-/// 2, naming the flag) of its own type, so that a test that chose the
-/// inline size itself can retry without inline for this refusal only.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InlineRefused(pub String);
-
 /// One QP of `layout` on `cq`, bound to `region`.
 fn create_qp(
     port: &Port,
@@ -234,7 +227,7 @@ fn create_qp(
                 verb: "ibv_create_qp" | "ibv_create_qp_ex",
                 os_error,
             } if os_error.raw_os_error() == Some(nix::libc::EINVAL) && layout.inline_size > 0 => {
-                anyhow::Error::new(InlineRefused(format!(
+                anyhow::Error::new(crate::exit::InlineRefused(format!(
                     "-I/--inline-size: {} refused a QP with {} bytes of inline data \
                  (or tx depth {}): {e}",
                     port.ctx.name(),

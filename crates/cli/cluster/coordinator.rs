@@ -123,23 +123,24 @@ pub fn descriptors_needed(size: u32) -> u64 {
 /// # Errors
 /// A usage error naming the numbers and the fix when even the hard limit
 /// is too low.
-pub fn ensure_open_files(needed: u64, what: &str) -> Result<(), crate::UsageError> {
+pub fn ensure_open_files(needed: u64, what: &str) -> Result<(), crate::exit::UsageError> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)
-        .map_err(|e| crate::UsageError(format!("cannot read the open-files limit: {e}")))?;
+        .map_err(|e| crate::exit::UsageError(format!("cannot read the open-files limit: {e}")))?;
     if soft >= needed {
         return Ok(());
     }
     if hard < needed {
-        return Err(crate::UsageError(format!(
+        return Err(crate::exit::UsageError(format!(
             "{what} needs {needed} open files, and this process may open at most {hard} \
              (hard limit; soft {soft}): raise it where the job starts — `ulimit -n {needed}` in \
              the job script, Slurm's PropagateResourceLimits (or the slurmd's LimitNOFILE), \
              systemd's LimitNOFILE= for a service"
         )));
     }
-    setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
-        .map_err(|e| crate::UsageError(format!("cannot raise the open-files limit to {hard}: {e}")))
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).map_err(|e| {
+        crate::exit::UsageError(format!("cannot raise the open-files limit to {hard}: {e}"))
+    })
 }
 
 /// The kernel's cap on a listen backlog (`net.core.somaxconn`), or 4,096
@@ -192,7 +193,7 @@ pub fn run(plan: &ClusterPlan, listener: &Listener, started: Instant) -> anyhow:
         if let Some((by, code)) = ending {
             if io.all_written() || Instant::now() >= by {
                 return match telling.bad_schedule.take() {
-                    Some(e) => Err(crate::UsageError(e).into()),
+                    Some(e) => Err(crate::exit::UsageError(e).into()),
                     None => Ok(code),
                 };
             }
@@ -371,13 +372,13 @@ impl Telling {
                         io.size,
                         self.started.elapsed().as_secs_f64()
                     );
-                    writeln!(self.out, "{line}").map_err(crate::stdout_write_error)?;
+                    writeln!(self.out, "{line}").map_err(crate::exit::stdout_write_error)?;
                 }
                 Note::Retest { suspects, rounds } => writeln!(
                     self.out,
                     "plan: retest of {suspects} suspect ranks against known-good ones: {rounds} rounds"
                 )
-                .map_err(crate::stdout_write_error)?,
+                .map_err(crate::exit::stdout_write_error)?,
                 Note::BadSchedule(e) => self.bad_schedule = Some(e.clone()),
                 Note::Done => {}
                 Note::RoundDone { .. } => {
@@ -734,13 +735,14 @@ fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> an
     let node_lines = report::node_lines(&judged, roster);
     let code = judged.exit_code();
     for line in &node_lines {
-        writeln!(out, "{line}").map_err(crate::stdout_write_error)?;
+        writeln!(out, "{line}").map_err(crate::exit::stdout_write_error)?;
     }
     for line in report::failure_lines(all, &judged, roster) {
-        writeln!(out, "{line}").map_err(crate::stdout_write_error)?;
+        writeln!(out, "{line}").map_err(crate::exit::stdout_write_error)?;
     }
     let measured = all.iter().filter_map(Measurement::bw).collect();
-    writeln!(out, "{}", spread_line("bandwidth", measured)).map_err(crate::stdout_write_error)?;
+    writeln!(out, "{}", spread_line("bandwidth", measured))
+        .map_err(crate::exit::stdout_write_error)?;
     // With several rails: what two nodes move between them at once, every
     // rail added up (on stdout and in the report).
     let pair_sums = if judged.rail_count() > 1 {
@@ -759,14 +761,14 @@ fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> an
             "{}",
             spread_line("bandwidth of a node pair, its rails added up", sums)
         )
-        .map_err(crate::stdout_write_error)?;
+        .map_err(crate::exit::stdout_write_error)?;
     }
     writeln!(
         out,
         "cluster: {} in {took:.1} s: exit code {code}",
         if judged.pass() { "PASS" } else { "FAIL" }
     )
-    .map_err(crate::stdout_write_error)?;
+    .map_err(crate::exit::stdout_write_error)?;
     // The report before the ranks' end: a launcher (mpirun) may kill
     // rank 0 once another rank exits non-zero. The ranks' last wait
     // allows for it (`rank::END_BOUND_PER_RANK`).

@@ -35,8 +35,8 @@ use engine::cluster::verdict::{DEFAULT_RELATIVE_BW, DEFAULT_RELATIVE_LAT, Thresh
 use engine::fabric::link::ExpectRate;
 use engine::results::lat::parse_max_latency;
 
-use crate::UsageError;
 use crate::args::{seconds_arg, size_arg};
+use crate::exit::UsageError;
 use crate::options::DeviceSelection;
 
 /// `rdmaperf cluster`'s flags.
@@ -414,7 +414,7 @@ impl ClusterArgs {
         {
             std::fs::create_dir_all(dir)
                 .map_err(|e| UsageError(format!("--report: cannot create {dir:?}: {e}")))?;
-            crate::check_writable("--report", &dir.join("summary.json"))?;
+            crate::atomic_file::check_writable("--report", &dir.join("summary.json"))?;
         }
         Ok(ClusterPlan {
             launch,

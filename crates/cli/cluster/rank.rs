@@ -458,7 +458,7 @@ pub(super) fn node_rails(plan: &ClusterPlan) -> anyhow::Result<Vec<Rail>> {
             }],
             skipped: Vec::new(),
         },
-        (Err(e), None) => return Err(crate::UsageError(format!("rank {me}: {e}")).into()),
+        (Err(e), None) => return Err(crate::exit::UsageError(format!("rank {me}: {e}")).into()),
     };
     let shown: Vec<String> = selection
         .rails

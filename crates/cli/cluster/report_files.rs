@@ -178,7 +178,7 @@ fn write_file(
     body: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> anyhow::Result<()> {
     let dest = dir.join(name);
-    let tmp = crate::partial_path(&dest)
+    let tmp = crate::atomic_file::partial_path(&dest)
         .with_context(|| format!("--report: {dest:?} does not name a file"))?;
     let written = File::create(&tmp).and_then(|f| {
         let mut w = BufWriter::with_capacity(1 << 20, f);

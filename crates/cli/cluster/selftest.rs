@@ -20,7 +20,7 @@ use engine::cluster::verdict::{self, Measurement, NodeFacts, Outcome};
 use super::ClusterPlan;
 use super::pair;
 use super::rank::{bind_to_rail_node, node_rails, rail_device};
-use crate::UsageError;
+use crate::exit::UsageError;
 use crate::oob::Listener;
 
 /// Runs the self-test on this node's rails; the exit code (0 pass, 3 a
@@ -58,7 +58,7 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
         schedule.estimate_seconds(per_round),
         test.describe()
     )
-    .map_err(crate::stdout_write_error)?;
+    .map_err(crate::exit::stdout_write_error)?;
     let mut all: Vec<Measurement> = Vec::new();
     for (index, round) in schedule.rounds.iter().enumerate() {
         let index = index as u32;
@@ -103,7 +103,7 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
         if let Some(w) = node.worst_bw_gbps {
             line.push_str(&format!(", worst {} Gb/s", verdict::gbps(w)));
         }
-        writeln!(out, "{line}").map_err(crate::stdout_write_error)?;
+        writeln!(out, "{line}").map_err(crate::exit::stdout_write_error)?;
     }
     for (m, d) in all.iter().zip(&v.directions) {
         let figure = match &m.outcome {
@@ -127,7 +127,7 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
             let why: Vec<String> = d.reasons.iter().map(|r| r.line()).collect();
             line.push_str(&format!(": FAIL: {}", why.join("; ")));
         }
-        writeln!(out, "{line}").map_err(crate::stdout_write_error)?;
+        writeln!(out, "{line}").map_err(crate::exit::stdout_write_error)?;
     }
     let code = v.exit_code();
     writeln!(
@@ -136,7 +136,7 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
         if code == 0 { "PASS" } else { "FAIL" },
         started.elapsed().as_secs_f64()
     )
-    .map_err(crate::stdout_write_error)?;
+    .map_err(crate::exit::stdout_write_error)?;
     Ok(code)
 }
 

@@ -37,7 +37,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use super::{ClusterArgs, coordinator, pair, rank};
-use crate::UsageError;
+use crate::exit::UsageError;
 use crate::oob::Listener;
 
 /// Most simulated ranks one helper process runs.

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use engine::nccl;
 
-use crate::UsageError;
+use crate::exit::UsageError;
 
 /// `rdmaperf doctor nccl` flags.
 #[derive(Debug, Clone, clap::Args)]

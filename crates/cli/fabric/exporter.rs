@@ -32,8 +32,8 @@ use engine::bench::spec::{IMPLEMENTED, TestSpec};
 use engine::fabric::ports::{DeviceState, PortsVerdict};
 
 use super::http::{self, Request, RequestError};
-use crate::UsageError;
 use crate::args::Parsed;
+use crate::exit::UsageError;
 use crate::options::RunOptions;
 
 /// The test a probe's `test=` names: a binary of a test this build runs.

@@ -13,7 +13,7 @@ use engine::fabric::ports::{
 };
 use serde::Serialize;
 
-use crate::UsageError;
+use crate::exit::UsageError;
 use crate::sysfs::{InventoryError, add_mtus, read_devices};
 
 /// `rdmaperf ports` flags.
@@ -110,7 +110,7 @@ struct PortsDocument<'a> {
 pub fn run(args: &PortsArgs) -> anyhow::Result<u8> {
     let check = args.check || args.expect_rate.is_some() || args.expect_ports.is_some();
     if let Some(path) = &args.prom {
-        crate::check_writable("--prom", path)?;
+        crate::atomic_file::check_writable("--prom", path)?;
     }
     let mut devices = read(&args.sysfs, args.device.as_deref(), args.port)?;
     // With --watch: a second reading, the change between the two, and the
@@ -168,7 +168,7 @@ pub fn run(args: &PortsArgs) -> anyhow::Result<u8> {
     out.flush()?;
     if let Some(path) = &args.prom {
         let text = super::exporter::port_exposition(&devices, verdict.as_ref());
-        crate::write_atomically("--prom", path, &text)?;
+        crate::atomic_file::write_atomically("--prom", path, &text)?;
     }
     Ok(match verdict {
         Some(v) if !v.pass => engine::results::verdict::EXIT_VERDICT_FAIL,

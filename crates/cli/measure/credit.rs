@@ -16,7 +16,7 @@ use engine::bench::credit::{
 use engine::proto::wire::QpInfo;
 use verbs::{BoundQueuePair, LocalSge, MemoryRegion, Op, SendWr};
 
-use crate::UsageError;
+use crate::exit::UsageError;
 use crate::side::Side;
 
 /// Marks the `wr_id` of a grant write (never a scheduler's: bit 61).

@@ -1014,13 +1014,13 @@ impl Measure for LatMeasure {
 /// Whether a failed [`Side::create`] with the default inline size is
 /// tried again without inline data.
 fn retries_without_inline(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.is::<crate::side::InlineRefused>())
+    e.chain().any(|c| c.is::<crate::exit::InlineRefused>())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::UsageError;
+    use crate::exit::UsageError;
 
     #[test]
     fn only_the_inline_refusal_is_retried_without_inline() {
@@ -1028,11 +1028,11 @@ mod tests {
             "-q/--qp: 100000 QPs; rxe0 allows 65536 (max_qp)".to_owned(),
         ));
         assert!(!retries_without_inline(&too_many_qps));
-        let refused = anyhow::Error::new(crate::side::InlineRefused(
+        let refused = anyhow::Error::new(crate::exit::InlineRefused(
             "-I/--inline-size: rxe0 refused a QP with 220 bytes of inline data".to_owned(),
         ))
         .context("creating the client's side");
         assert!(retries_without_inline(&refused));
-        assert!(crate::is_usage_error(&refused));
+        assert!(crate::exit::is_usage_error(&refused));
     }
 }
