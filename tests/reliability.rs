@@ -7,7 +7,7 @@
 //!
 //! Peers are stopped in a chosen phase with the `RDMAPERF_PAUSE_AT` test
 //! hook: the process sends itself SIGSTOP at that point (`hello`,
-//! `accept`, `measure`, `done`; see `crates/cli/stop.rs`).
+//! `accept`, `measure`, `done`; see `src/stop.rs`).
 //!
 //! Every test needs `RDMAPERF_TEST_DEVICE` and is `#[ignore]`d for plain
 //! `cargo test`; `scripts/test` runs them in the VM.
