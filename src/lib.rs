@@ -3,7 +3,7 @@
 //! [`engine::bench::spec::TestSpec`] handed to [`runner::main`]. One
 //! command line ([`args`], [`perftest_flags`], built once into
 //! [`options`]), one session runner ([`runner`]) over the control channel
-//! ([`oob`], [`session`], [`wait`], [`stop`]), the resources of a side
+//! ([`oob`], [`server`]: the server's accept loop, [`wait`], [`stop`]), the resources of a side
 //! ([`side`], [`setup`], [`placement`], [`clock`]), the measured loops
 //! ([`measure`]), the output routing ([`output`]) and the files that
 //! appear whole ([`atomic_file`]), the device inventory ([`inventory`],
@@ -30,7 +30,7 @@ pub mod output;
 pub mod perftest_flags;
 pub mod placement;
 pub mod runner;
-pub mod session;
+pub mod server;
 pub mod setup;
 pub mod side;
 pub mod stop;

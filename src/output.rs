@@ -369,3 +369,11 @@ impl Report for CounterLines {
         Ok(())
     }
 }
+
+/// Shows progress on stderr (rewritten in place), only when it is a
+/// terminal.
+pub fn show_progress(msg: &str) {
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprint!("\r{msg}\x1b[K");
+    }
+}

@@ -36,8 +36,8 @@ use crate::measure::lat::LatMeasure;
 use crate::measure::{Measure, Shown, SizeCtx};
 use crate::oob::{Channel, Listener};
 use crate::options::{FromConfiguration, RoleOptions, RunOptions};
+use crate::output::show_progress;
 use crate::output::{CounterLines, Output, PerftestJsonFile, PromFile};
-use crate::session::{show_progress, sysfs_rate};
 use crate::setup::{Port, open_port};
 use crate::side::Side;
 use crate::stop::{self, Signal};
@@ -406,7 +406,11 @@ where
         (port, QpConnection::QpExchange)
     };
     let mtu = port.mtu_for(m.config().mtu())?;
-    let local_side = port.side_info(sysfs_rate(&opts.local.sysfs_root, &port));
+    let local_side = port.side_info(crate::sysfs::rate_text(
+        &opts.local.sysfs_root,
+        port.ctx.name(),
+        port.port,
+    ));
     let (outs, warning) = session::resolve_outs(
         spec.uses_outstanding_reads(),
         m.config().outs(),
@@ -619,7 +623,7 @@ fn serve_clients<M: Measure>(
 ) -> anyhow::Result<RunSummary> {
     let mut last = RunSummary::default();
     let code =
-        crate::session::run_server_on(opts, listener, port, |ch, hello, port, local_side| {
+        crate::server::run_server_on(opts, listener, port, |ch, hello, port, local_side| {
             let summary = serve::<M>(opts, ch, hello, port, local_side)?;
             let code = summary.exit_code;
             last = summary;
@@ -672,7 +676,11 @@ fn serve<M: Measure>(
                 .and_then(|at| crate::setup::open_cm_passive(at, &opts.device()));
             match found {
                 Ok(port) => {
-                    let side = port.side_info(sysfs_rate(&opts.local.sysfs_root, &port));
+                    let side = port.side_info(crate::sysfs::rate_text(
+                        &opts.local.sysfs_root,
+                        port.ctx.name(),
+                        port.port,
+                    ));
                     let listening = port.cm.as_ref().map(|c| c.id().local_port());
                     (port, side, listening)
                 }

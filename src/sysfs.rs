@@ -22,6 +22,12 @@ pub fn port_dir(sysfs_root: &Path, device: &str, port: u8) -> PathBuf {
         .join(port.to_string())
 }
 
+/// The port's negotiated rate as the kernel words it, when readable
+/// (what a side tells its peer).
+pub fn rate_text(sysfs_root: &Path, device: &str, port: u8) -> Option<String> {
+    read_rate(sysfs_root, device, port).ok().map(|r| r.text)
+}
+
 /// Reads and parses the port's `rate` file.
 ///
 /// # Errors

@@ -799,7 +799,7 @@ fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> an
 /// (a progress bar of one line), one line each in a log.
 fn progress(line: &str) {
     if std::io::stderr().is_terminal() {
-        crate::session::show_progress(line);
+        crate::output::show_progress(line);
     } else {
         eprintln!("{line}");
     }

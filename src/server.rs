@@ -1,10 +1,8 @@
-//! The server's side of the control connection, around the sessions the
-//! runner drives ([`engine::proto::session`] decides the protocol): the bounded
-//! wait for a client, dropping connections that are not clients, turning
-//! clients away while busy, `--persistent`; and progress on a terminal.
+//! The server's accept loop, around the sessions the runner drives
+//! ([`engine::proto::session`] decides the protocol): the bounded wait for
+//! a client, dropping connections that are not clients, turning clients
+//! away while busy, `--persistent`.
 
-use std::io::{self, IsTerminal};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -18,20 +16,6 @@ use crate::options::{ConnectionOptions, RunOptions};
 use crate::setup::Port;
 use crate::stop::{self, Signal};
 use crate::wait::{self, Bell, Woke};
-
-/// Shows progress on stderr, only when it is a terminal.
-pub fn show_progress(msg: &str) {
-    if io::stderr().is_terminal() {
-        eprint!("\r{msg}\x1b[K");
-    }
-}
-
-/// The port's negotiated rate text from sysfs, when readable.
-pub fn sysfs_rate(sysfs_root: &Path, port: &Port) -> Option<String> {
-    crate::sysfs::read_rate(sysfs_root, port.ctx.name(), port.port)
-        .ok()
-        .map(|r| r.text)
-}
 
 /// Server on `listener` (bound by the caller: a test binary to `-p`,
 /// cluster mode to port 0 before it joins) and `port` (opened by the
@@ -55,7 +39,11 @@ pub fn run_server_on(
 ) -> anyhow::Result<u8> {
     let program = opts.spec.binary();
     let conn = &opts.connection;
-    let local_side = port.side_info(sysfs_rate(&opts.local.sysfs_root, &port));
+    let local_side = port.side_info(crate::sysfs::rate_text(
+        &opts.local.sysfs_root,
+        port.ctx.name(),
+        port.port,
+    ));
     if opts.local.banner {
         eprintln!(
             "{program}: server on {} port {} waiting for {} on {}:{}",
