@@ -223,6 +223,21 @@ fn matrices(
     }
 }
 
+/// With several rails, rail `rail`'s heading (its block opened); the id
+/// of its matrix: `matrix-rail-K`, or `matrix` with one rail.
+fn rail_heading(h: &mut String, roster: Roster<'_>, rail: u32, rails: u32) -> String {
+    if rails > 1 {
+        let _ = writeln!(
+            h,
+            "<div class=\"rail\"><h3>rail {rail} (rank 0's {})</h3>",
+            escape(&roster.rail_device(0, rail))
+        );
+        format!("matrix-rail-{rail}")
+    } else {
+        "matrix".to_owned()
+    }
+}
+
 /// Rail `rail`'s matrix (of `rails`).
 fn matrix(
     h: &mut String,
@@ -241,16 +256,7 @@ fn matrix(
     };
     let margin = 40;
     let side = margin + n * cell_px + 4;
-    let id = if rails > 1 {
-        let _ = writeln!(
-            h,
-            "<div class=\"rail\"><h3>rail {rail} (rank 0's {})</h3>",
-            escape(&roster.rail_device(0, rail))
-        );
-        format!("matrix-rail-{rail}")
-    } else {
-        "matrix".to_owned()
-    };
+    let id = rail_heading(h, roster, rail, rails);
     let _ = writeln!(
         h,
         "<svg id=\"{id}\" class=\"matrix\" data-rail=\"{rail}\" width=\"{side}\" height=\"{side}\" role=\"img\">"
@@ -363,16 +369,7 @@ fn images(
     for rail in 0..rails {
         let pixels = matrix_pixels(measurements, verdict, rail, block, side);
         let png = super::png::indexed(side as u32, side as u32, &palette(), &pixels);
-        let id = if rails > 1 {
-            let _ = writeln!(
-                h,
-                "<div class=\"rail\"><h3>rail {rail} (rank 0's {})</h3>",
-                escape(&roster.rail_device(0, rail))
-            );
-            format!("matrix-rail-{rail}")
-        } else {
-            "matrix".to_owned()
-        };
+        let id = rail_heading(h, roster, rail, rails);
         let _ = writeln!(
             h,
             "<img id=\"{id}\" class=\"matrix\" data-rail=\"{rail}\" data-ranks-per-pixel=\"{block}\" \
