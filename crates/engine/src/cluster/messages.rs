@@ -46,6 +46,13 @@ pub const MAX_REPORT_MEASUREMENTS: usize = 256;
 /// dozen).
 pub const MAX_REPORT_PORT_ERRORS: usize = 256;
 
+/// Largest payload of a cluster message, bytes: what one connection can
+/// make rank 0 hold of a frame not yet whole. 256 KiB: a report at its
+/// caps (256 directions with their latency percentiles, about 400 bytes
+/// of JSON each, and 256 counters of about 80) is about 120 KB; a join
+/// with [`MAX_RAILS`] rails about 10 KB.
+pub const MAX_CLUSTER_PAYLOAD: u32 = 256 << 10;
+
 /// Where a rank reaches its partner's tests in one round: what the pair
 /// needs of the partner's identity, and nothing else.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -241,6 +248,10 @@ impl Framed for ClusterMessage {
 
     fn unit(_kind: u8) -> Option<Self> {
         None
+    }
+
+    fn max_payload() -> u32 {
+        MAX_CLUSTER_PAYLOAD
     }
 }
 
@@ -547,6 +558,19 @@ mod tests {
         assert!(matches!(
             decode_frame::<ClusterMessage>(&frame(13, unknown_outcome)),
             Err(WireError::Malformed { kind: 13, .. })
+        ));
+        // A header claiming more than a cluster message may be is refused
+        // before anything is held.
+        let mut big = frame(13, b"{}");
+        big[8..12].copy_from_slice(&(MAX_CLUSTER_PAYLOAD + 1).to_be_bytes());
+        let mut r = FrameReader::default();
+        r.feed(&big);
+        assert!(matches!(
+            r.take::<ClusterMessage>(),
+            Err(WireError::TooLarge {
+                max: MAX_CLUSTER_PAYLOAD,
+                ..
+            })
         ));
         // A half frame is waited for, never an error; a bad header is one.
         let mut r = FrameReader::default();

@@ -351,6 +351,12 @@ pub trait Framed: Serialize + DeserializeOwned + Sized {
     /// The message of a kind without fields (`{}` on the wire), if
     /// `kind` is one.
     fn unit(kind: u8) -> Option<Self>;
+
+    /// The largest payload this family accepts, in bytes, checked from
+    /// the header before anything is read (at most [`MAX_PAYLOAD`]).
+    fn max_payload() -> u32 {
+        MAX_PAYLOAD
+    }
 }
 
 impl Framed for Message {
@@ -527,11 +533,9 @@ fn parse_header<M: Framed>(h: &[u8; HEADER_LEN]) -> Result<(u8, u32), WireError>
         return Err(WireError::BadFlags(flags));
     }
     let len = u32::from_be_bytes([h[8], h[9], h[10], h[11]]);
-    if len > MAX_PAYLOAD {
-        return Err(WireError::TooLarge {
-            len,
-            max: MAX_PAYLOAD,
-        });
+    let max = M::max_payload().min(MAX_PAYLOAD);
+    if len > max {
+        return Err(WireError::TooLarge { len, max });
     }
     if M::kind_name(kind).is_none() {
         return Err(WireError::UnknownKind(kind));
@@ -649,11 +653,11 @@ pub fn encode<M: Framed>(msg: &M) -> Result<Vec<u8>, WireError> {
     msg.check_limits()?;
     let payload = encode_payload(msg)?;
     let len = match u32::try_from(payload.len()) {
-        Ok(len) if len <= MAX_PAYLOAD => len,
+        Ok(len) if len <= M::max_payload().min(MAX_PAYLOAD) => len,
         _ => {
             return Err(WireError::TooLarge {
                 len: u32::try_from(payload.len()).unwrap_or(u32::MAX),
-                max: MAX_PAYLOAD,
+                max: M::max_payload().min(MAX_PAYLOAD),
             });
         }
     };
@@ -729,7 +733,7 @@ pub fn read_frame<M: Framed, R: Read>(r: &mut R) -> Result<M, WireError> {
         return Err(WireError::Truncated);
     }
     let (kind, len) = parse_header::<M>(&header)?;
-    let len = len as usize; // ≤ MAX_PAYLOAD
+    let len = len as usize; // ≤ M::max_payload() ≤ MAX_PAYLOAD
     let mut payload = Vec::with_capacity(len.min(64 * 1024));
     r.take(len as u64).read_to_end(&mut payload)?;
     if payload.len() < len {
@@ -785,7 +789,7 @@ pub fn decode_frame<M: Framed>(frame: &[u8]) -> Result<(M, usize), WireError> {
 /// time: bytes are fed in as they come ([`FrameReader::feed`]), whole
 /// frames taken out ([`FrameReader::take`]). The header is checked as
 /// soon as it is there, so a peer cannot make it hold more than one
-/// frame of at most [`MAX_PAYLOAD`] bytes beyond what it has decoded
+/// frame of at most its family's [`Framed::max_payload`] bytes beyond what it has decoded
 /// (when the caller takes every whole frame after each feed); an idle
 /// reader holds no buffer.
 #[derive(Debug, Default)]
