@@ -439,7 +439,7 @@ where
             &local_side,
             mtu.bytes(),
             local_qps.clone(),
-        );
+        )?;
         ch.send(&hello)?;
         let answer = ch.recv_within("the server's answer", bound)?;
         let accepted = session
@@ -495,26 +495,26 @@ where
             if finish.is_none() {
                 stop::check()?;
             }
-            let (phase, barrier_bound) = match session.next_phase(Instant::now(), finish.is_some())
-            {
-                NextPhase::Run(phase, bound) => (phase, bound),
-                NextPhase::AllRun => break,
-                NextPhase::Stopped => {
-                    // perftest's words (on stderr: stdout is results).
-                    if let Some(sig) = finish {
-                        eprintln!(
-                            " User stopped traffic ({sig}): {} periods reported",
-                            session.completed()
-                        );
+            let (phase, barrier_bound) =
+                match session.next_phase(Instant::now(), finish.is_some())? {
+                    NextPhase::Run(phase, bound) => (phase, bound),
+                    NextPhase::AllRun => break,
+                    NextPhase::Stopped => {
+                        // perftest's words (on stderr: stdout is results).
+                        if let Some(sig) = finish {
+                            eprintln!(
+                                " User stopped traffic ({sig}): {} periods reported",
+                                session.completed()
+                            );
+                        }
+                        break;
                     }
-                    break;
-                }
-            };
+                };
             let size = phase.size;
             m.prepare(&side, size)?;
             // The first barrier's answer comes once the server has
             // connected its QPs too (heartbeats meanwhile).
-            ch.send(&session.barrier())?;
+            ch.send(&session.barrier()?)?;
             let answer = ch.recv_within("the start barrier", barrier_bound)?;
             session
                 .on_barrier(&answer)
@@ -533,7 +533,7 @@ where
                 ch: &mut ch,
             })?;
             stop::pause_point("done");
-            ch.send(&session.done(mine.as_ref()))?;
+            ch.send(&session.done(mine.as_ref())?)?;
             let answer = ch.recv_within("the server's result", bound)?;
             let peer = session
                 .on_done::<M::Outcome>(answer)
@@ -547,7 +547,7 @@ where
         }
         out.end()?;
         m.after_table(&mut out)?;
-        ch.send(&session.goodbye())?;
+        ch.send(&session.goodbye()?)?;
         let answer = ch.recv("goodbye")?;
         session
             .on_goodbye(&answer)
@@ -750,7 +750,7 @@ fn serve<M: Measure>(
     // Answered before our QPs connect: both sides move theirs to RTR/RTS
     // at once (a QP may reach RTS before its peer does; the client posts
     // nothing before the first barrier, which we answer once connected).
-    ch.send(&session.accept(local_side, mtu.bytes(), local_qps.clone(), cm_port))?;
+    ch.send(&session.accept(local_side, mtu.bytes(), local_qps.clone(), cm_port)?)?;
     let mut agreed = Agreed {
         role: Role::Server,
         mtu,
@@ -797,7 +797,7 @@ fn serve<M: Measure>(
             let size = phase.size;
             stop::check()?;
             m.prepare(&side, size)?;
-            ch.send(&session.barrier())?;
+            ch.send(&session.barrier()?)?;
             let bound = session.phase_bound(Instant::now(), m.config().phase_budget(size));
             stop::pause_point("measure");
             let mine = m.run_size(SizeCtx {
@@ -814,7 +814,7 @@ fn serve<M: Measure>(
                 .map_err(|e| session_error(ch, e))?;
             let shown = m.shown(&side, Role::Server, size, mine.as_ref(), peer)?;
             stop::pause_point("done");
-            ch.send(&session.done(mine.as_ref()))?;
+            ch.send(&session.done(mine.as_ref())?)?;
             if let Some(shown) = shown {
                 report_size(&mut out, &ctx, size, shown, &mut summary.sizes)?;
             }

@@ -95,7 +95,7 @@ fn run_pair(cfg: &BwConfig, stop_after: Option<usize>) -> Result<Log, SessionErr
     let qps: Vec<QpInfo> = (0..cfg.qps).map(qp).collect();
     let mut client = ClientSession::new(Walk::of(cfg, qps.len(), TIMEOUT));
     let mut server = ServerSession::new(TIMEOUT, 1 << 30);
-    let (hello, bound) = client.hello(now, "write_bw", cfg, &side("c", 4096), 4096, qps.clone());
+    let (hello, bound) = client.hello(now, "write_bw", cfg, &side("c", 4096), 4096, qps.clone())?;
     assert_eq!(
         bound,
         Bound::setup_of(now, qps.len(), TIMEOUT),
@@ -112,7 +112,7 @@ fn run_pair(cfg: &BwConfig, stop_after: Option<usize>) -> Result<Log, SessionErr
     assert_eq!(hello.config, *cfg);
     assert_eq!(hello.side.mtu, 4096);
     let server_qps: Vec<QpInfo> = (100..100 + cfg.qps).map(qp).collect();
-    let accept = server.accept(&side("s", 1024), 1024, server_qps.clone(), None);
+    let accept = server.accept(&side("s", 1024), 1024, server_qps.clone(), None)?;
     let Accepted {
         side,
         qps: got,
@@ -126,7 +126,7 @@ fn run_pair(cfg: &BwConfig, stop_after: Option<usize>) -> Result<Log, SessionErr
     loop {
         now += Duration::from_millis(3);
         let stop = stop_after.is_some_and(|n| client.completed() >= n);
-        let (phase, bound) = match client.next_phase(now, stop) {
+        let (phase, bound) = match client.next_phase(now, stop)? {
             NextPhase::Run(p, b) => (p, b),
             NextPhase::AllRun | NextPhase::Stopped => break,
         };
@@ -137,10 +137,10 @@ fn run_pair(cfg: &BwConfig, stop_after: Option<usize>) -> Result<Log, SessionErr
             bound,
             "both sides bound the first barrier alike"
         );
-        let Next::Phase(sp) = server.next(&wire(&client.barrier()))? else {
+        let Next::Phase(sp) = server.next(&wire(&client.barrier()?))? else {
             panic!("the server took a barrier for a goodbye");
         };
-        client.on_barrier(&wire(&server.barrier()))?;
+        client.on_barrier(&wire(&server.barrier()?))?;
         log.client_phases.push((phase.phase, phase.size));
         log.server_phases.push((sp.phase, sp.size));
         now += Duration::from_millis(10);
@@ -152,15 +152,15 @@ fn run_pair(cfg: &BwConfig, stop_after: Option<usize>) -> Result<Log, SessionErr
             size: sp.size,
             from: 2,
         };
-        let done = client.done(Some(&mine));
+        let done = client.done(Some(&mine))?;
         log.server_got.push(server.on_done::<Outcome>(wire(&done))?);
-        let answer = server.done(Some(&theirs));
+        let answer = server.done(Some(&theirs))?;
         log.client_got
             .push(client.on_done::<Outcome>(wire(&answer))?);
         assert_eq!(client.in_progress(), None);
         assert_eq!(client.completed(), server.completed());
     }
-    let Next::Bye(answer) = server.next(&wire(&client.goodbye()))? else {
+    let Next::Bye(answer) = server.next(&wire(&client.goodbye()?))? else {
         panic!("the server took a goodbye for a phase");
     };
     client.on_goodbye(&wire(&answer))?;
@@ -197,27 +197,30 @@ fn a_side_without_a_result_sends_none_and_the_peer_gets_none() {
     let mut client = ClientSession::new(Walk::of(&cfg, 1, TIMEOUT));
     let mut server = ServerSession::new(TIMEOUT, 1 << 30);
     let now = Instant::now();
-    let (hello, _) = client.hello(now, "write_bw", &cfg, &side("c", 1024), 1024, vec![qp(1)]);
+    let (hello, _) = client
+        .hello(now, "write_bw", &cfg, &side("c", 1024), 1024, vec![qp(1)])
+        .unwrap();
     server
         .hello::<BwConfig>(wire(&hello), "write_bw")
         .unwrap()
         .unwrap();
     client
-        .on_answer(wire(&server.accept(
-            &side("s", 1024),
-            1024,
-            vec![qp(2)],
-            None,
-        )))
+        .on_answer(wire(
+            &server
+                .accept(&side("s", 1024), 1024, vec![qp(2)], None)
+                .unwrap(),
+        ))
         .unwrap();
-    let NextPhase::Run(..) = client.next_phase(now, false) else {
+    let Ok(NextPhase::Run(..)) = client.next_phase(now, false) else {
         panic!("no phase")
     };
-    server.next(&wire(&client.barrier())).unwrap();
-    client.on_barrier(&wire(&server.barrier())).unwrap();
-    let done = client.done::<Outcome>(None);
+    server.next(&wire(&client.barrier().unwrap())).unwrap();
+    client
+        .on_barrier(&wire(&server.barrier().unwrap()))
+        .unwrap();
+    let done = client.done::<Outcome>(None).unwrap();
     assert_eq!(server.on_done::<Outcome>(wire(&done)).unwrap(), None);
-    let answer = server.done::<Outcome>(None);
+    let answer = server.done::<Outcome>(None).unwrap();
     assert_eq!(client.on_done::<Outcome>(wire(&answer)).unwrap(), None);
 }
 
@@ -299,7 +302,9 @@ fn client_after_hello(
     qps: Vec<QpInfo>,
 ) -> (ClientSession, Message) {
     let mut client = ClientSession::new(Walk::of(cfg, cfg.qps as usize, TIMEOUT));
-    let (hello, _) = client.hello(Instant::now(), "write_bw", cfg, side, 1024, qps);
+    let (hello, _) = client
+        .hello(Instant::now(), "write_bw", cfg, side, 1024, qps)
+        .unwrap();
     (client, hello)
 }
 
@@ -343,14 +348,16 @@ fn an_rdma_cm_client_says_so_and_takes_only_an_accept_that_names_the_cm_port() {
     let cfg = bw(&[65536], 2, false);
     let hello_of = |connection| {
         let mut client = ClientSession::new(Walk::of(&cfg, 2, TIMEOUT)).connecting(connection);
-        let (hello, _) = client.hello(
-            Instant::now(),
-            "write_bw",
-            &cfg,
-            &side("c", 1024),
-            1024,
-            vec![qp(0), qp(0)],
-        );
+        let (hello, _) = client
+            .hello(
+                Instant::now(),
+                "write_bw",
+                &cfg,
+                &side("c", 1024),
+                1024,
+                vec![qp(0), qp(0)],
+            )
+            .unwrap();
         (client, wire(&hello))
     };
     // The server learns the client's choice from the hello.
@@ -470,7 +477,7 @@ fn accepted_server(cfg: &BwConfig) -> ServerSession {
         .hello::<BwConfig>(hello, "write_bw")
         .unwrap()
         .unwrap();
-    server.accept(&side("s", 1024), 1024, vec![], None);
+    server.accept(&side("s", 1024), 1024, vec![], None).unwrap();
     server
 }
 
@@ -482,7 +489,7 @@ fn run_phase(s: &mut ServerSession, phase: u32) {
         result: None,
     })
     .unwrap();
-    s.done::<Outcome>(None);
+    s.done::<Outcome>(None).unwrap();
 }
 
 #[test]
@@ -579,4 +586,160 @@ proptest! {
             prop_assert_eq!(log.server_got[i], Some(Outcome { size, from: 1 }));
         }
     }
+}
+
+/// The error a call out of order gets.
+fn out_of_order(called: &'static str, at: &'static str) -> SessionError {
+    SessionError::OutOfOrder { called, at }
+}
+
+#[test]
+fn a_driver_calling_the_client_out_of_order_is_refused_and_the_walk_goes_on() {
+    // No `debug_assert!`: the same refusal in a release build (this test
+    // also runs under `cargo test --release`, docs/design.md).
+    let cfg = bw(&[64], 1, false);
+    let mut client = ClientSession::new(Walk::of(&cfg, 1, TIMEOUT));
+    let now = Instant::now();
+    assert_eq!(
+        client.barrier(),
+        Err(out_of_order("barrier", "before the hello"))
+    );
+    assert_eq!(
+        client.next_phase(now, false).unwrap_err(),
+        out_of_order("next_phase", "before the hello")
+    );
+    assert_eq!(
+        client.goodbye().unwrap_err().to_string(),
+        "internal error: session driven out of order: goodbye called before the hello"
+    );
+    let (hello, _) = client
+        .hello(now, "write_bw", &cfg, &side("c", 1024), 1024, vec![qp(1)])
+        .unwrap();
+    assert_eq!(
+        client
+            .hello(now, "write_bw", &cfg, &side("c", 1024), 1024, vec![qp(1)])
+            .unwrap_err(),
+        out_of_order("hello", "while the hello's answer is due")
+    );
+    assert_eq!(
+        client.done::<Outcome>(None).unwrap_err(),
+        out_of_order("done", "while the hello's answer is due")
+    );
+    let mut server = ServerSession::new(TIMEOUT, 1 << 30);
+    server
+        .hello::<BwConfig>(wire(&hello), "write_bw")
+        .unwrap()
+        .unwrap();
+    let accept = server
+        .accept(&side("s", 1024), 1024, vec![qp(2)], None)
+        .unwrap();
+    client.on_answer(wire(&accept)).unwrap();
+    let Ok(NextPhase::Run(..)) = client.next_phase(now, false) else {
+        panic!("no phase")
+    };
+    // Measuring: no goodbye, no second barrier answer, no early result.
+    let barrier = client.barrier().unwrap();
+    server.next(&wire(&barrier)).unwrap();
+    client
+        .on_barrier(&wire(&server.barrier().unwrap()))
+        .unwrap();
+    assert_eq!(
+        client.goodbye().unwrap_err(),
+        out_of_order("goodbye", "while a phase is measured")
+    );
+    assert_eq!(
+        client.on_barrier(&barrier).unwrap_err(),
+        out_of_order("on_barrier", "while a phase is measured")
+    );
+    assert_eq!(
+        client
+            .on_done::<Outcome>(Message::Done {
+                phase: 0,
+                result: None
+            })
+            .unwrap_err(),
+        out_of_order("on_done", "while a phase is measured")
+    );
+    // The refusals left the walk where it was: it ends as it should.
+    let done = client.done::<Outcome>(None).unwrap();
+    server.on_done::<Outcome>(wire(&done)).unwrap();
+    client
+        .on_done::<Outcome>(wire(&server.done::<Outcome>(None).unwrap()))
+        .unwrap();
+    assert_eq!(client.next_phase(now, false), Ok(NextPhase::AllRun));
+    let Next::Bye(answer) = server.next(&wire(&client.goodbye().unwrap())).unwrap() else {
+        panic!("the server took a goodbye for a phase");
+    };
+    client.on_goodbye(&wire(&answer)).unwrap();
+    server.all_run().unwrap();
+    assert_eq!(
+        client.on_goodbye(&answer).unwrap_err(),
+        out_of_order("on_goodbye", "after the session ended")
+    );
+}
+
+#[test]
+fn a_driver_calling_the_server_out_of_order_is_refused_and_the_walk_goes_on() {
+    let cfg = bw(&[64, 128], 1, false);
+    let mut server = ServerSession::new(TIMEOUT, 1 << 30);
+    assert_eq!(
+        server
+            .accept(&side("s", 1024), 1024, vec![], None)
+            .unwrap_err(),
+        out_of_order("accept", "before the hello")
+    );
+    assert_eq!(
+        server.next(&Message::Barrier { phase: 0 }).unwrap_err(),
+        out_of_order("next", "before the hello")
+    );
+    let mut server = accepted_server(&cfg);
+    assert_eq!(
+        server.barrier(),
+        Err(out_of_order("barrier", "between phases"))
+    );
+    assert_eq!(
+        server.done::<Outcome>(None).unwrap_err(),
+        out_of_order("done", "between phases")
+    );
+    assert_eq!(
+        server
+            .on_done::<Outcome>(Message::Done {
+                phase: 0,
+                result: None
+            })
+            .unwrap_err(),
+        out_of_order("on_done", "between phases")
+    );
+    let first = Message::Hello {
+        test: "write_bw".into(),
+        config: serde_json::to_value(&cfg).unwrap(),
+        sides: vec![side("c", 1024)],
+        qps: vec![qp(0)],
+        connection: Default::default(),
+    };
+    assert_eq!(
+        server.hello::<BwConfig>(first, "write_bw").unwrap_err(),
+        out_of_order("hello", "between phases")
+    );
+    server.next(&Message::Barrier { phase: 0 }).unwrap();
+    assert_eq!(
+        server.next(&Message::Barrier { phase: 0 }).unwrap_err(),
+        out_of_order("next", "in a phase")
+    );
+    // Nothing moved: both sizes run and the walk ends complete.
+    run_phase_after_barrier(&mut server, 0);
+    run_phase(&mut server, 1);
+    assert_eq!(server.next(&Message::Bye).unwrap(), Next::Bye(Message::Bye));
+    server.all_run().unwrap();
+}
+
+/// Finishes phase `phase` on a server that took its barrier.
+fn run_phase_after_barrier(s: &mut ServerSession, phase: u32) {
+    s.barrier().unwrap();
+    s.on_done::<Outcome>(Message::Done {
+        phase,
+        result: None,
+    })
+    .unwrap();
+    s.done::<Outcome>(None).unwrap();
 }

@@ -151,6 +151,15 @@ pub enum SessionError {
         /// The test's sizes.
         sizes: usize,
     },
+    /// The driver called `called` where the machine's order does not
+    /// allow it (a bug in the driver, refused in every build; the
+    /// machine's state is left as it was).
+    OutOfOrder {
+        /// The method called.
+        called: &'static str,
+        /// Where the session was (`before the hello`, ...).
+        at: &'static str,
+    },
     /// A result that does not decode.
     BadResult {
         /// Whose (`the server's`, `the client's`).
@@ -184,6 +193,12 @@ impl fmt::Display for SessionError {
                 write!(f, "client ended after {phases} of {sizes} sizes")
             }
             Self::BadResult { whose, error } => write!(f, "{whose} result: {error}"),
+            Self::OutOfOrder { called, at } => {
+                write!(
+                    f,
+                    "internal error: session driven out of order: {called} called {at}"
+                )
+            }
         }
     }
 }
@@ -351,6 +366,21 @@ enum ClientAt {
     Finished,
 }
 
+impl ClientAt {
+    fn describe(self) -> &'static str {
+        match self {
+            Self::Start => "before the hello",
+            Self::Hello => "while the hello's answer is due",
+            Self::Between => "between phases",
+            Self::Barrier => "while the barrier's answer is due",
+            Self::Measuring => "while a phase is measured",
+            Self::Done => "while the server's result is due",
+            Self::Bye => "while the goodbye's answer is due",
+            Self::Finished => "after the session ended",
+        }
+    }
+}
+
 /// What the server answered the client's hello with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accepted {
@@ -406,6 +436,18 @@ impl ClientSession {
         }
     }
 
+    /// Whether the session is `at`, for a call of `called`.
+    fn expect(&self, at: ClientAt, called: &'static str) -> Result<(), SessionError> {
+        if self.at == at {
+            Ok(())
+        } else {
+            Err(SessionError::OutOfOrder {
+                called,
+                at: self.at.describe(),
+            })
+        }
+    }
+
     /// The same session, connecting its QPs `connection`'s way (the
     /// hello says so; an rdma_cm accept must name the server's port).
     pub fn connecting(self, connection: QpConnection) -> Self {
@@ -416,6 +458,9 @@ impl ClientSession {
     /// path MTU we propose (the one entry of `sides`), our QPs — and the
     /// bound on the answer (the server creates as many QPs as we offer
     /// before it answers).
+    ///
+    /// # Errors
+    /// [`SessionError::OutOfOrder`] unless the session is new.
     pub fn hello<C: TestConfig>(
         &mut self,
         now: Instant,
@@ -424,7 +469,8 @@ impl ClientSession {
         side: &SideInfo,
         mtu: u32,
         qps: Vec<QpInfo>,
-    ) -> (Message, Bound) {
+    ) -> Result<(Message, Bound), SessionError> {
+        self.expect(ClientAt::Start, "hello")?;
         self.at = ClientAt::Hello;
         let bound = Bound::setup_of(now, qps.len(), self.walk.timeout);
         let config = serde_json::to_value(config).unwrap_or(Value::Null);
@@ -435,16 +481,16 @@ impl ClientSession {
             qps,
             connection: self.connection,
         };
-        (hello, bound)
+        Ok((hello, bound))
     }
 
     /// The server's answer to the hello.
     ///
     /// # Errors
     /// A refusal, a busy server, an accept describing other than one
-    /// device side, an invalid MTU, another message.
+    /// device side, an invalid MTU, another message; a call out of order.
     pub fn on_answer(&mut self, answer: Message) -> Result<Accepted, SessionError> {
-        debug_assert_eq!(self.at, ClientAt::Hello);
+        self.expect(ClientAt::Hello, "on_answer")?;
         self.at = ClientAt::Finished;
         match answer {
             Message::Accept {
@@ -481,24 +527,30 @@ impl ClientSession {
     /// the bound on the answer; the end, when every size ran; or, with
     /// `stop` (an endless run's Ctrl-C) while sizes remain, a stop. After
     /// either, say [`ClientSession::goodbye`].
-    pub fn next_phase(&mut self, now: Instant, stop: bool) -> NextPhase {
-        debug_assert_eq!(self.at, ClientAt::Between);
+    ///
+    /// # Errors
+    /// [`SessionError::OutOfOrder`] unless between phases.
+    pub fn next_phase(&mut self, now: Instant, stop: bool) -> Result<NextPhase, SessionError> {
+        self.expect(ClientAt::Between, "next_phase")?;
         let Some(size) = size_of_phase(&self.walk.sizes, self.walk.endless, self.phase) else {
-            return NextPhase::AllRun;
+            return Ok(NextPhase::AllRun);
         };
         if stop {
-            return NextPhase::Stopped;
+            return Ok(NextPhase::Stopped);
         }
         self.at = ClientAt::Barrier;
         let phase = self.phase;
         let bound = Bound::barrier(now, phase, self.walk.qps, self.walk.timeout);
-        NextPhase::Run(Phase { phase, size }, bound)
+        Ok(NextPhase::Run(Phase { phase, size }, bound))
     }
 
     /// The barrier that starts the phase (once prepared).
-    pub fn barrier(&self) -> Message {
-        debug_assert_eq!(self.at, ClientAt::Barrier);
-        Message::Barrier { phase: self.phase }
+    ///
+    /// # Errors
+    /// [`SessionError::OutOfOrder`] unless a phase was started.
+    pub fn barrier(&self) -> Result<Message, SessionError> {
+        self.expect(ClientAt::Barrier, "barrier")?;
+        Ok(Message::Barrier { phase: self.phase })
     }
 
     /// The bound on the peer's result of a phase measured from `now` whose
@@ -510,9 +562,9 @@ impl ClientSession {
     /// The server's answer to the barrier: the phase starts.
     ///
     /// # Errors
-    /// Another message, or another phase's barrier.
+    /// Another message, or another phase's barrier; a call out of order.
     pub fn on_barrier(&mut self, answer: &Message) -> Result<(), SessionError> {
-        debug_assert_eq!(self.at, ClientAt::Barrier);
+        self.expect(ClientAt::Barrier, "on_barrier")?;
         match answer {
             Message::Barrier { phase } if *phase == self.phase => {
                 self.at = ClientAt::Measuring;
@@ -527,24 +579,28 @@ impl ClientSession {
 
     /// Our result of the phase, to send; the server's is then due within
     /// `bound` (the measured phase's, from its start).
-    pub fn done<O: Serialize>(&mut self, result: Option<&O>) -> Message {
-        debug_assert_eq!(self.at, ClientAt::Measuring);
+    ///
+    /// # Errors
+    /// [`SessionError::OutOfOrder`] unless the phase is being measured.
+    pub fn done<O: Serialize>(&mut self, result: Option<&O>) -> Result<Message, SessionError> {
+        self.expect(ClientAt::Measuring, "done")?;
         self.at = ClientAt::Done;
-        Message::Done {
+        Ok(Message::Done {
             phase: self.phase,
             result: encode_result(result),
-        }
+        })
     }
 
     /// The server's result of the phase; the walk moves on.
     ///
     /// # Errors
-    /// Another message or phase, a result that does not decode.
+    /// Another message or phase, a result that does not decode; a call
+    /// out of order.
     pub fn on_done<O: DeserializeOwned>(
         &mut self,
         msg: Message,
     ) -> Result<Option<O>, SessionError> {
-        debug_assert_eq!(self.at, ClientAt::Done);
+        self.expect(ClientAt::Done, "on_done")?;
         self.at = ClientAt::Finished;
         let result = match msg {
             Message::Done { phase, result } if phase == self.phase => result,
@@ -557,17 +613,21 @@ impl ClientSession {
     }
 
     /// The goodbye to send once the walk ended.
-    pub fn goodbye(&mut self) -> Message {
+    ///
+    /// # Errors
+    /// [`SessionError::OutOfOrder`] unless between phases.
+    pub fn goodbye(&mut self) -> Result<Message, SessionError> {
+        self.expect(ClientAt::Between, "goodbye")?;
         self.at = ClientAt::Bye;
-        Message::Bye
+        Ok(Message::Bye)
     }
 
     /// The server's goodbye.
     ///
     /// # Errors
-    /// Another message.
+    /// Another message; a call out of order.
     pub fn on_goodbye(&mut self, msg: &Message) -> Result<(), SessionError> {
-        debug_assert_eq!(self.at, ClientAt::Bye);
+        self.expect(ClientAt::Bye, "on_goodbye")?;
         self.at = ClientAt::Finished;
         match msg {
             Message::Bye => Ok(()),
@@ -664,6 +724,18 @@ enum ServerAt {
     Finished,
 }
 
+impl ServerAt {
+    fn describe(self) -> &'static str {
+        match self {
+            Self::Hello => "before the hello",
+            Self::Checked => "before the hello was accepted",
+            Self::Between => "between phases",
+            Self::Phase => "in a phase",
+            Self::Finished => "after the session ended",
+        }
+    }
+}
+
 /// The server's side of a session.
 #[derive(Debug, Clone)]
 pub struct ServerSession {
@@ -696,19 +768,32 @@ impl ServerSession {
         }
     }
 
+    /// Whether the session is `at`, for a call of `called`.
+    fn expect(&self, at: ServerAt, called: &'static str) -> Result<(), SessionError> {
+        if self.at == at {
+            Ok(())
+        } else {
+            Err(SessionError::OutOfOrder {
+                called,
+                at: self.at.describe(),
+            })
+        }
+    }
+
     /// The client's first message, for a server of `test`: the test must
     /// be `test`, it must describe exactly one device side, its
     /// configuration must decode and `validate`, and the QPs offered must
     /// fit it.
     ///
     /// # Errors
-    /// A [`Refusal`] (send its message), or a message that is not a hello.
+    /// A [`Refusal`] (send its message), or a message that is not a
+    /// hello; a call out of order.
     pub fn hello<C: TestConfig>(
         &mut self,
         first: Message,
         test: &str,
     ) -> Result<Result<Hello<C>, Refusal>, SessionError> {
-        debug_assert_eq!(self.at, ServerAt::Hello);
+        self.expect(ServerAt::Hello, "hello")?;
         self.at = ServerAt::Finished;
         let Message::Hello {
             test: asked,
@@ -778,21 +863,24 @@ impl ServerSession {
     /// The acceptance to send: our side (the one entry of `sides`), QPs,
     /// the path MTU, and our rdma_cm listener's port when the client
     /// connects through rdma_cm.
+    ///
+    /// # Errors
+    /// [`SessionError::OutOfOrder`] unless a hello was checked.
     pub fn accept(
         &mut self,
         side: &SideInfo,
         mtu: u32,
         qps: Vec<QpInfo>,
         cm_port: Option<u16>,
-    ) -> Message {
-        debug_assert_eq!(self.at, ServerAt::Checked);
+    ) -> Result<Message, SessionError> {
+        self.expect(ServerAt::Checked, "accept")?;
         self.at = ServerAt::Between;
-        Message::Accept {
+        Ok(Message::Accept {
             sides: vec![with_mtu(side, mtu)],
             qps,
             mtu,
             cm_port,
-        }
+        })
     }
 
     /// The bound on the client's next step (the first barrier comes once
@@ -806,9 +894,10 @@ impl ServerSession {
     /// check [`ServerSession::all_run`] once the reports are closed).
     ///
     /// # Errors
-    /// Another message or phase, a phase beyond the sizes.
+    /// Another message or phase, a phase beyond the sizes; a call out of
+    /// order.
     pub fn next(&mut self, msg: &Message) -> Result<Next, SessionError> {
-        debug_assert_eq!(self.at, ServerAt::Between);
+        self.expect(ServerAt::Between, "next")?;
         self.at = ServerAt::Finished;
         let walk = self.walk.as_ref().ok_or(SessionError::Unexpected {
             expected: "hello",
@@ -840,20 +929,24 @@ impl ServerSession {
     }
 
     /// The answer to the phase's barrier (once prepared).
-    pub fn barrier(&self) -> Message {
-        debug_assert_eq!(self.at, ServerAt::Phase);
-        Message::Barrier { phase: self.phase }
+    ///
+    /// # Errors
+    /// [`SessionError::OutOfOrder`] unless in a phase.
+    pub fn barrier(&self) -> Result<Message, SessionError> {
+        self.expect(ServerAt::Phase, "barrier")?;
+        Ok(Message::Barrier { phase: self.phase })
     }
 
     /// The client's result of the phase.
     ///
     /// # Errors
-    /// Another message or phase, a result that does not decode.
+    /// Another message or phase, a result that does not decode; a call
+    /// out of order.
     pub fn on_done<O: DeserializeOwned>(
         &mut self,
         msg: Message,
     ) -> Result<Option<O>, SessionError> {
-        debug_assert_eq!(self.at, ServerAt::Phase);
+        self.expect(ServerAt::Phase, "on_done")?;
         match msg {
             Message::Done { phase, result } if phase == self.phase => {
                 decode_result(result, "the client's").inspect_err(|_| {
@@ -868,15 +961,18 @@ impl ServerSession {
     }
 
     /// Our result of the phase, to send; the walk moves on.
-    pub fn done<O: Serialize>(&mut self, result: Option<&O>) -> Message {
-        debug_assert_eq!(self.at, ServerAt::Phase);
+    ///
+    /// # Errors
+    /// [`SessionError::OutOfOrder`] unless in a phase.
+    pub fn done<O: Serialize>(&mut self, result: Option<&O>) -> Result<Message, SessionError> {
+        self.expect(ServerAt::Phase, "done")?;
         let msg = Message::Done {
             phase: self.phase,
             result: encode_result(result),
         };
         self.at = ServerAt::Between;
         self.phase += 1;
-        msg
+        Ok(msg)
     }
 
     /// After the goodbye: whether every size ran (an endless walk ends
