@@ -151,6 +151,57 @@ fn session_error(ch: &Channel, e: SessionError) -> anyhow::Error {
     }
 }
 
+/// How this side's QPs reach the peer's.
+#[derive(Debug, Clone, Copy)]
+enum QpLink {
+    /// By the numbers exchanged in the hello and the accept.
+    Exchange,
+    /// Through rdma_cm: the client reaches the server's listener at its
+    /// address; the server (`None`) takes the connection.
+    Cm(Option<std::net::SocketAddr>),
+}
+
+/// Connects this side's QPs as `agreed`, while the peer, waiting on the
+/// channel for our next frame, gets heartbeats; then shows the banner
+/// and builds the run's context (of `spec`: an atomic server runs its
+/// client's atomic). Under rdma_cm the QPs were made at
+/// connection: their numbers are read again first.
+fn connect_qps<M: Measure>(
+    ch: &mut Channel,
+    side: &mut Side,
+    m: &M,
+    link: QpLink,
+    agreed: &mut Agreed,
+    spec: TestSpec,
+    opts: &RunOptions,
+) -> anyhow::Result<RunContext> {
+    let conn = &opts.connection;
+    let (mtu, outs) = (agreed.mtu, agreed.outs);
+    let remote = &agreed.remote_qps;
+    let connected = ch.with_heartbeat(|watch| match link {
+        QpLink::Cm(server) => side.connect_cm(remote, server, outs, conn.timeout, watch),
+        QpLink::Exchange => side.connect(
+            remote,
+            mtu,
+            conn.qp_timeout,
+            outs,
+            m.config().path(),
+            conn.pkey_index,
+        ),
+    })?;
+    match agreed.role {
+        Role::Server => connected.context("server cannot connect its QPs")?,
+        Role::Client => connected?,
+    }
+    if matches!(link, QpLink::Cm(_)) {
+        agreed.local_qps = side.qp_infos()?;
+    }
+    if opts.local.banner {
+        banner(spec, m, side, agreed);
+    }
+    context(spec, opts, m, side, agreed)
+}
+
 /// What both sides agreed on, once connected.
 #[derive(Debug, Clone)]
 struct Agreed {
@@ -468,27 +519,8 @@ where
             at.set_port(p);
             at
         });
-        // The server, waiting for the first barrier, gets heartbeats while
-        // our QPs connect.
-        ch.with_heartbeat(|watch| match cm_server {
-            Some(at) => side.connect_cm(&agreed.remote_qps, Some(at), outs, conn.timeout, watch),
-            None => side.connect(
-                &agreed.remote_qps,
-                mtu,
-                conn.qp_timeout,
-                outs,
-                m.config().path(),
-                conn.pkey_index,
-            ),
-        })??;
-        if cm_server.is_some() {
-            // Made at connection: now they have numbers to show.
-            agreed.local_qps = side.qp_infos()?;
-        }
-        if opts.local.banner {
-            banner(spec, &m, &side, &agreed);
-        }
-        let ctx = context(spec, opts, &m, &side, &agreed)?;
+        let link = cm_server.map_or(QpLink::Exchange, |at| QpLink::Cm(Some(at)));
+        let ctx = connect_qps(&mut ch, &mut side, &m, link, &mut agreed, spec, opts)?;
         out.begin()?;
         loop {
             let finish = stop::finish_requested();
@@ -760,25 +792,8 @@ fn serve<M: Measure>(
         local_qps,
         remote_qps: hello.qps,
     };
-    ch.with_heartbeat(|watch| match cm_port {
-        Some(_) => side.connect_cm(&agreed.remote_qps, None, outs, conn.timeout, watch),
-        None => side.connect(
-            &agreed.remote_qps,
-            mtu,
-            conn.qp_timeout,
-            outs,
-            m.config().path(),
-            conn.pkey_index,
-        ),
-    })?
-    .context("server cannot connect its QPs")?;
-    if cm_port.is_some() {
-        agreed.local_qps = side.qp_infos()?;
-    }
-    if opts.local.banner {
-        banner(spec, &m, &side, &agreed);
-    }
-    let ctx = context(spec, opts, &m, &side, &agreed)?;
+    let link = cm_port.map_or(QpLink::Exchange, |_| QpLink::Cm(None));
+    let ctx = connect_qps(ch, &mut side, &m, link, &mut agreed, spec, opts)?;
     let mut out = open_output(spec, opts, &m, Role::Server, &side.port)?;
     let mut summary = RunSummary::default();
     let result = (|| -> anyhow::Result<u8> {
