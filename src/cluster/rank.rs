@@ -45,17 +45,8 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
     // Its rails first: a rail it cannot have is its usage error, before
     // it listens or joins.
     let rails = node_rails(plan)?;
-    // A pair listener and a device per rail: `-d` is the one rail as the
-    // flags name it; without rails (`--simulate`), the plan's device.
-    let devices: Vec<DeviceSelection> = if plan.device.name.is_some() || rails.is_empty() {
-        vec![plan.device.clone()]
-    } else {
-        rails
-            .iter()
-            .map(|r| rail_device(r, plan.device.gid_index))
-            .collect()
-    };
-    let sides = devices
+    // A pair listener and a device per rail.
+    let sides = rail_devices(plan, &rails)
         .into_iter()
         .enumerate()
         .map(|(k, device)| {
@@ -373,6 +364,20 @@ impl PortWatch {
             }
         }
         r
+    }
+}
+
+/// The devices a rank tests on, a side each: one per rail; `-d` is the
+/// one rail as the flags name it; without rails (`--simulate`), the
+/// plan's device.
+pub(super) fn rail_devices(plan: &ClusterPlan, rails: &[Rail]) -> Vec<DeviceSelection> {
+    if plan.device.name.is_some() || rails.is_empty() {
+        vec![plan.device.clone()]
+    } else {
+        rails
+            .iter()
+            .map(|r| rail_device(r, plan.device.gid_index))
+            .collect()
     }
 }
 

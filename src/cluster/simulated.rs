@@ -333,16 +333,8 @@ pub fn run_fleet(args: &ClusterArgs, (first, last): (Rank, Rank)) -> anyhow::Res
         &format!("{count} simulated ranks in one process"),
     )?;
     let rails = rank::node_rails(&plan)?;
-    // A side per rail, as a real rank has (`-d` is the one rail as the
-    // flags name it; without rails, the plan's device).
-    let devices: Vec<_> = if plan.device.name.is_some() || rails.is_empty() {
-        vec![plan.device.clone()]
-    } else {
-        rails
-            .iter()
-            .map(|r| rank::rail_device(r, plan.device.gid_index))
-            .collect()
-    };
+    // A side per rail, as a real rank has.
+    let devices = rank::rail_devices(&plan, &rails);
     let ports = devices
         .iter()
         .filter_map(|d| rank::PortWatch::new(&plan, d))
