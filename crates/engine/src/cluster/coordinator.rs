@@ -505,6 +505,9 @@ impl Coordinator {
                     }
                     Pattern::Quick => schedule::quick(size).map(Rounds::from),
                     Pattern::Ring => schedule::ring(size).map(Rounds::from),
+                    // Needs the groups (`schedule::Leaves::new`): not
+                    // wired in until the topology is read.
+                    Pattern::Leaves => Err(schedule::ScheduleError::NoGroups),
                 }
             }
             ScheduleChoice::PairsFile(text) => {

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use super::schedule::{Pattern, Rank, Rounds};
+use super::schedule::{Leaves, Pattern, Rank, Rounds};
 use super::verdict::{
     Blame, ClusterVerdict, Measurement, NodeStatus, NodeVerdict, Outcome, RailVerdict, Reason,
     RoundVerdict, gbps,
@@ -65,7 +65,11 @@ impl Roster<'_> {
 /// The plan, printed before the first round, e.g. `plan: all-pairs of
 /// 1024 ranks: 523776 pairs in 1023 rounds of up to 512 pairs, about
 /// 1 h 25 min at 5 s a round`.
+/// The leaves schedule's rounds get [`leaves_plan_line`].
 pub fn plan_line(pattern: Pattern, size: u32, rounds: &Rounds, per_round_s: f64) -> String {
+    if let Rounds::Leaves(leaves) = rounds {
+        return leaves_plan_line(leaves, per_round_s);
+    }
     format!(
         "plan: {pattern} of {}: {} in {} of up to {}, about {} at {} s a round",
         count(size as usize, "rank"),
@@ -73,6 +77,29 @@ pub fn plan_line(pattern: Pattern, size: u32, rounds: &Rounds, per_round_s: f64)
         count(rounds.count() as usize, "round"),
         count(rounds.widest(), "pair"),
         span(f64::from(rounds.count()) * per_round_s),
+        per_round_s
+    )
+}
+
+/// The plan of the leaves schedule, e.g. `plan: leaves of 16384 ranks:
+/// 512 groups (32 ranks each), 1 intra-group round + 511 cross-group
+/// rounds, 4194304 pairs, about 43 min at 5 s a round` (unequal groups:
+/// `(sizes 7–200)`).
+pub fn leaves_plan_line(leaves: &Leaves, per_round_s: f64) -> String {
+    let (lo, hi) = leaves.group_sizes();
+    let sizes = if lo == hi {
+        format!("{} each", count(lo as usize, "rank"))
+    } else {
+        format!("sizes {lo}–{hi}")
+    };
+    format!(
+        "plan: leaves of {}: {} ({sizes}), {} + {}, {}, about {} at {} s a round",
+        count(leaves.size() as usize, "rank"),
+        count(leaves.groups().len(), "group"),
+        count(leaves.intra_rounds() as usize, "intra-group round"),
+        count(leaves.cross_rounds() as usize, "cross-group round"),
+        count(leaves.pair_count() as usize, "pair"),
+        span(f64::from(leaves.count()) * per_round_s),
         per_round_s
     )
 }
@@ -1132,6 +1159,38 @@ mod tests {
             "plan: quick of 7 ranks: 3 pairs in 1 round of up to 3 pairs, about 5 s at 5 s a round"
         );
         assert_eq!(span(2.0 * 5_115.0), "2 h 51 min");
+    }
+
+    #[test]
+    fn the_leaves_plan_says_groups_rounds_within_and_between_and_time() {
+        let groups = |sizes: &[u32]| {
+            let mut next = 0;
+            sizes
+                .iter()
+                .map(|&s| {
+                    next += s;
+                    (next - s..next).collect::<Vec<Rank>>()
+                })
+                .collect::<Vec<_>>()
+        };
+        let leaves = |sizes: &[u32]| Rounds::from(Leaves::new(&groups(sizes)).unwrap());
+        assert_eq!(
+            plan_line(Pattern::Leaves, 16_384, &leaves(&[32; 512]), 5.0),
+            "plan: leaves of 16384 ranks: 512 groups (32 ranks each), 1 intra-group round + \
+             511 cross-group rounds, 4194304 pairs, about 43 min at 5 s a round"
+        );
+        assert_eq!(
+            plan_line(Pattern::Leaves, 1_024, &leaves(&[32; 32]), 5.0),
+            "plan: leaves of 1024 ranks: 32 groups (32 ranks each), 1 intra-group round + \
+             31 cross-group rounds, 16384 pairs, about 3 min at 5 s a round"
+        );
+        // 7, 2 and 1 nodes: 3 + 1 pairs within; then (the bye's group's
+        // nodes meeting the leftovers) 1 + 1, 1 + 2, 2 + 1 pairs.
+        assert_eq!(
+            plan_line(Pattern::Leaves, 10, &leaves(&[7, 2, 1]), 5.0),
+            "plan: leaves of 10 ranks: 3 groups (sizes 1–7), 1 intra-group round + \
+             3 cross-group rounds, 12 pairs, about 20 s at 5 s a round"
+        );
         assert_eq!(span(523_776.0 * 5.0), "30.3 days");
     }
 }
