@@ -157,6 +157,9 @@ fn take_part(
         rate_gbps: ports.first().and_then(|p| p.rate_gbps),
         rails,
         rail_ports: sides[1..].iter().map(|s| s.listener.port()).collect(),
+        topology_addr: engine::cluster::rendezvous::TopologyAddr::from_env(|k| {
+            std::env::var(k).ok()
+        }),
     };
     let several = ports.len() > 1;
     let risen = || -> Vec<CounterRise> {

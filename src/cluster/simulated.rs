@@ -304,6 +304,7 @@ impl Node {
             rate_gbps: self.rails.first().and_then(|r| r.rate_gbps),
             rails: self.rails.clone(),
             rail_ports: (2..=self.sides as u16).collect(),
+            topology_addr: None,
         }
     }
 }

@@ -765,6 +765,7 @@ mod tests {
                 })
                 .collect(),
             rail_ports: (1..rails).map(|k| 40_000 + k as u16).collect(),
+            topology_addr: None,
         }
     }
 

@@ -267,6 +267,7 @@ mod tests {
     fn identity(rank: Rank) -> Identity {
         Identity {
             rail_ports: vec![41_000 + rank as u16],
+            topology_addr: None,
             rank,
             size: 3,
             version: "0.1.0".into(),

@@ -52,6 +52,32 @@ pub struct Identity {
     /// [`MAX_RAILS`] − 1.
     #[serde(default)]
     pub rail_ports: Vec<u16>,
+    /// Where Slurm's topology/tree plugin says it sits, when it ran under
+    /// it: `SLURM_TOPOLOGY_ADDR` and `SLURM_TOPOLOGY_ADDR_PATTERN`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_addr: Option<TopologyAddr>,
+}
+
+/// A task's `SLURM_TOPOLOGY_ADDR` (its switches from the top down, then
+/// its node, dot-separated: `spine0.leaf7.node1`) and
+/// `SLURM_TOPOLOGY_ADDR_PATTERN` (`switch.switch.node`), as Slurm set them
+/// (slurm.conf's `TopologyPlugin=topology/tree`; measured in the VM:
+/// ../shared/reference/health-and-topology.md §3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologyAddr {
+    /// `SLURM_TOPOLOGY_ADDR`.
+    pub addr: String,
+    /// `SLURM_TOPOLOGY_ADDR_PATTERN`.
+    pub pattern: String,
+}
+
+impl TopologyAddr {
+    /// Both variables from `env`, when both are set and not empty.
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Option<Self> {
+        let addr = env("SLURM_TOPOLOGY_ADDR").filter(|v| !v.is_empty())?;
+        let pattern = env("SLURM_TOPOLOGY_ADDR_PATTERN").filter(|v| !v.is_empty())?;
+        Some(Self { addr, pattern })
+    }
 }
 
 impl Identity {
@@ -521,6 +547,7 @@ mod tests {
     fn id(rank: Rank, host: &str) -> Identity {
         Identity {
             rail_ports: Vec::new(),
+            topology_addr: None,
             rank,
             size: 3,
             version: "0.1.0".into(),
