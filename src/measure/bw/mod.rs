@@ -36,9 +36,9 @@ use engine::results::record::{DataCheck, Figures, RunContext};
 use engine::results::verdict::{Limits, VerdictRecord};
 
 pub use ops::{ATOMIC_SIZE, BwOp, CmpSwapOp, FetchAddOp, ReadOp, SendOp, WriteOp, atomic_words};
-pub use threads::{SizeRun, cpu_time_ns, measure};
+pub use threads::{cpu_time_ns, measure};
 use worker::POLL_BATCH;
-pub use worker::POLLS_PER_CLOCK_CHECK;
+pub use worker::{POLLS_PER_CLOCK_CHECK, SizeRun};
 
 use super::credit::QpCredits;
 use super::{Measure, Shown, SizeCtx};

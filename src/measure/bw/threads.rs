@@ -3,40 +3,15 @@
 //! or none does), samples the system's CPU when asked, and sums the
 //! threads' outcomes into one [`Measurement`].
 
-use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use engine::bench::config::BwConfig;
-use engine::bench::plan::Plan;
-use engine::proto::wire::QpInfo;
 use engine::results::bw::Measurement;
 
-use super::BwOp;
-use super::worker::Worker;
+use super::ops::BwOp;
+use super::worker::{SizeRun, StartGate, ThreadOutcome, Worker};
 use crate::measure::credit::QpCredits;
 use crate::oob::PeerWatch;
-use crate::side::Side;
-
-/// What the measured loop of one message size runs: this side's plan,
-/// its QPs and the peer's, the configuration and the bound on silence.
-#[derive(Debug, Clone, Copy)]
-pub struct SizeRun<'a> {
-    /// What this side posts and receives.
-    pub plan: Plan,
-    /// This side's QPs, CQs and memory.
-    pub side: &'a Side,
-    /// The test's configuration.
-    pub cfg: &'a BwConfig,
-    /// The message size.
-    pub size: u64,
-    /// The peer's QPs, one per ours.
-    pub remote: &'a [QpInfo],
-    /// `--timeout`: the longest wait without progress.
-    pub timeout: Duration,
-    /// perftest's `--cpu_util`: sample the system's CPU over the window.
-    pub system_cpu: bool,
-}
 
 /// Measures one message size: every worker thread drives its QPs, all
 /// start together; `watch` tells them when the peer is gone.
@@ -216,32 +191,6 @@ fn sample_system_cpu<T>(
     ))
 }
 
-/// The start line of the worker threads: opened once every one of them
-/// exists, or called off when one could not be created.
-#[derive(Debug, Default)]
-pub(super) struct StartGate {
-    go: Mutex<Option<bool>>,
-    opened: Condvar,
-}
-
-impl StartGate {
-    pub(super) fn open(&self, go: bool) {
-        *self.go.lock().unwrap_or_else(PoisonError::into_inner) = Some(go);
-        self.opened.notify_all();
-    }
-
-    /// Waits until the gate is opened or called off; `true` to start.
-    pub(super) fn wait(&self) -> bool {
-        let mut go = self.go.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            if let Some(g) = *go {
-                return g;
-            }
-            go = self.opened.wait(go).unwrap_or_else(PoisonError::into_inner);
-        }
-    }
-}
-
 /// Process CPU time (user + system, all threads) in nanoseconds.
 pub fn cpu_time_ns() -> u64 {
     use nix::sys::resource::{UsageWho, getrusage};
@@ -253,37 +202,5 @@ pub fn cpu_time_ns() -> u64 {
             tv(u.user_time()) + tv(u.system_time())
         }
         Err(_) => 0,
-    }
-}
-
-/// One worker thread's figures.
-pub(super) struct ThreadOutcome {
-    pub(super) begin: Instant,
-    pub(super) end: Instant,
-    pub(super) messages: u64,
-    /// Measured span of this thread (duration mode), ns.
-    pub(super) elapsed_ns: u64,
-    pub(super) peak: Option<f64>,
-    /// Every operation completed (or message received), margins included.
-    pub(super) operations: u64,
-    /// Per QP: the receive slot of its last message, and its messages.
-    pub(super) received: Vec<(u32, u64)>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::StartGate;
-
-    #[test]
-    fn a_called_off_start_releases_every_waiting_worker() {
-        for go in [true, false] {
-            let gate = StartGate::default();
-            let seen: Vec<bool> = std::thread::scope(|s| {
-                let waiters: Vec<_> = (0..3).map(|_| s.spawn(|| gate.wait())).collect();
-                gate.open(go);
-                waiters.into_iter().map(|w| w.join().unwrap()).collect()
-            });
-            assert_eq!(seen, vec![go; 3]);
-        }
     }
 }
