@@ -40,8 +40,6 @@ pub struct Output {
     file: Option<JsonFile>,
     /// Further reports (perftest's `--out_json` file).
     extra: Vec<Box<dyn Report>>,
-    /// `--prom FILE`, which also carries this side's port as last read.
-    prom: Option<PromFile>,
     /// Whether [`Output::end`] ran.
     ended: bool,
 }
@@ -77,7 +75,6 @@ impl Output {
             json: out.map(JsonLines::new),
             file,
             extra: Vec::new(),
-            prom: None,
             ended: false,
         })
     }
@@ -85,26 +82,6 @@ impl Output {
     /// Adds a report that every size goes to as well.
     pub fn add(&mut self, report: Box<dyn Report>) {
         self.extra.push(report);
-    }
-
-    /// Adds `--prom FILE`.
-    pub fn add_prom(&mut self, prom: PromFile) {
-        self.prom = Some(prom);
-    }
-
-    /// Whether a report shows this side's port (then the caller reads it
-    /// and hands it over: [`Output::port`]).
-    pub fn wants_port(&self) -> bool {
-        self.prom.is_some()
-    }
-
-    /// This side's port as just read (`devices`: its one device and
-    /// port, or none when sysfs does not show it), for the writes that
-    /// follow.
-    pub fn port(&mut self, devices: &[engine::fabric::ports::DeviceState]) {
-        if let Some(p) = &mut self.prom {
-            p.port(devices);
-        }
     }
 
     /// Before the first size.
@@ -161,9 +138,6 @@ impl Output {
         }
         for r in &mut self.extra {
             f(r.as_mut())?;
-        }
-        if let Some(p) = &mut self.prom {
-            f(p)?;
         }
         Ok(())
     }
@@ -264,45 +238,47 @@ impl Report for PerftestJsonFile {
 /// `--prom FILE`: the results, the verdicts and this side's port
 /// metrics as Prometheus text, rewritten atomically after every size and
 /// verdict (a textfile collector never reads half of it; an interrupted
-/// run leaves the sizes it completed). It reads nothing: the runner reads
-/// the port before each size and before the verdicts and hands it over
-/// ([`Output::port`]).
+/// run leaves the sizes it completed).
 #[derive(Debug)]
 pub struct PromFile {
     path: std::path::PathBuf,
     metrics: engine::fabric::prom::results::ResultMetrics,
-    /// This side's port metrics as last handed over, rendered.
-    port: String,
+    sysfs_root: std::path::PathBuf,
+    device: String,
+    port: u8,
 }
 
 impl PromFile {
-    /// The file at `path`; checks now, before any work, that it can be
-    /// written there.
+    /// The file at `path`, for the run on `device` port `port`; checks
+    /// now, before any work, that it can be written there.
     ///
     /// # Errors
     /// A usage error naming `--prom` when it cannot.
-    pub fn create(path: std::path::PathBuf) -> anyhow::Result<Self> {
+    pub fn create(
+        path: std::path::PathBuf,
+        sysfs_root: &std::path::Path,
+        device: &str,
+        port: u8,
+    ) -> anyhow::Result<Self> {
         crate::atomic_file::check_writable("--prom", &path)?;
         Ok(Self {
             path,
             metrics: engine::fabric::prom::results::ResultMetrics::new(),
-            port: String::new(),
+            sysfs_root: sysfs_root.to_path_buf(),
+            device: device.to_owned(),
+            port,
         })
-    }
-
-    /// This side's port as just read (none: a device sysfs does not show,
-    /// as a fixture root in tests, adds nothing).
-    fn port(&mut self, devices: &[engine::fabric::ports::DeviceState]) {
-        self.port = if devices.is_empty() {
-            String::new()
-        } else {
-            engine::fabric::prom::ports::port_metrics(devices).render()
-        };
     }
 
     fn write(&self) -> io::Result<()> {
         let mut text = self.metrics.render();
-        text.push_str(&self.port);
+        // This side's port, read now (a device sysfs does not show, as a
+        // fixture root in tests, adds nothing).
+        if let Ok(devices) =
+            crate::sysfs::read_devices(&self.sysfs_root, Some(&self.device), Some(self.port))
+        {
+            text.push_str(&engine::fabric::prom::ports::port_metrics(&devices).render());
+        }
         crate::atomic_file::write_atomically("--prom", &self.path, &text)
     }
 }

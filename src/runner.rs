@@ -357,7 +357,12 @@ fn open_output<M: Measure>(
         out.add(Box::new(CounterLines::open(list, &dir)?));
     }
     if let Some(path) = &plan.prom {
-        out.add_prom(PromFile::create(path.clone())?);
+        out.add(Box::new(PromFile::create(
+            path.clone(),
+            sysfs_root,
+            port.ctx.name(),
+            port.port,
+        )?));
     }
     if let Some(path) = &plan.out_json {
         out.add(Box::new(PerftestJsonFile::create(
@@ -368,20 +373,6 @@ fn open_output<M: Measure>(
         )?));
     }
     Ok(out)
-}
-
-/// This side's port, read at the edge for the reports that show it
-/// (`--prom`), before they write.
-fn read_port(out: &mut Output, opts: &RunOptions, port: &Port) {
-    if out.wants_port() {
-        let devices = crate::sysfs::read_devices(
-            &opts.local.sysfs_root,
-            Some(port.ctx.name()),
-            Some(port.port),
-        )
-        .unwrap_or_default();
-        out.port(&devices);
-    }
 }
 
 /// Reports one size and keeps its typed result.
@@ -583,11 +574,9 @@ where
                 show_progress("");
             }
             if let Some(shown) = m.shown(&side, Role::Client, size, mine.as_ref(), peer)? {
-                read_port(&mut out, opts, &side.port);
                 report_size(&mut out, &ctx, size, shown, &mut summary.sizes)?;
             }
         }
-        read_port(&mut out, opts, &side.port);
         out.end()?;
         m.after_table(&mut out)?;
         ch.send(&session.goodbye()?)?;
@@ -842,11 +831,9 @@ fn serve<M: Measure>(
             stop::pause_point("done");
             ch.send(&session.done(mine.as_ref())?)?;
             if let Some(shown) = shown {
-                read_port(&mut out, opts, &side.port);
                 report_size(&mut out, &ctx, size, shown, &mut summary.sizes)?;
             }
         }
-        read_port(&mut out, opts, &side.port);
         out.end()?;
         session.all_run().map_err(|e| session_error(ch, e))?;
         out.commit()?;
