@@ -230,7 +230,7 @@ impl Exporter {
 
     /// `/metrics`: the ports, read now.
     fn metrics(&self) -> String {
-        match crate::sysfs::read_devices(&self.args.sysfs.sysfs_root, None, None) {
+        match self.args.sysfs.sysfs().devices(None, None) {
             Ok(devices) => port_exposition_with_status(&devices, None, None),
             Err(e) => port_exposition_with_status(&[], None, Some(&e.to_string())),
         }
