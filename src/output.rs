@@ -393,3 +393,72 @@ pub fn show_progress(msg: &str) {
         eprint!("\r{msg}\x1b[K");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::fabric::ports::{DeviceState, PortState};
+
+    /// `--prom`'s port metrics are the readings it is handed, taken anew
+    /// at every write (as fresh as the results), and none when the
+    /// reading is empty.
+    #[test]
+    fn the_prom_file_writes_the_port_readings_it_is_handed_at_each_write() {
+        let path = std::env::temp_dir().join(format!("rdmaperf-prom-{}.prom", std::process::id()));
+        let words = std::rc::Rc::new(std::cell::Cell::new(Some(10)));
+        let reading = std::rc::Rc::clone(&words);
+        let mut prom = PromFile::create(path.clone(), move || {
+            reading
+                .get()
+                .map(|w| {
+                    vec![DeviceState {
+                        name: "mlx5_0".into(),
+                        ports: vec![PortState {
+                            port: 1,
+                            counters: [("port_xmit_data".to_owned(), w)].into(),
+                            ..PortState::default()
+                        }],
+                        ..DeviceState::default()
+                    }]
+                })
+                .unwrap_or_default()
+        })
+        .unwrap();
+        let xmit = |text: &str| {
+            text.lines()
+                .find(|l| l.starts_with("node_infiniband_port_data_transmitted_bytes_total{"))
+                .map(|l| l.rsplit(' ').next().unwrap().to_owned())
+        };
+        prom.end().unwrap();
+        let first = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(xmit(&first).as_deref(), Some("40"), "{first}");
+        words.set(Some(25));
+        prom.end().unwrap();
+        let second = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(xmit(&second).as_deref(), Some("100"), "{second}");
+        words.set(None);
+        prom.end().unwrap();
+        let third = std::fs::read_to_string(&path).unwrap();
+        assert!(!third.contains("node_infiniband"), "{third}");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// `-W`'s counters come from the reading it is handed: a missing one
+    /// is refused (exit 2) before any work, as are names outside the port.
+    #[test]
+    fn counter_lines_read_through_what_they_are_handed() {
+        let read = |name: &str| match name {
+            "counters/port_xmit_data" => Ok(7),
+            other => Err(format!("cannot read counter {other}")),
+        };
+        let c = CounterLines::open("counters/port_xmit_data", read).unwrap();
+        assert_eq!(c.last, [7]);
+        for bad in ["counters/nonesuch", "../x", "/etc/passwd", ""] {
+            let e = CounterLines::open(bad, read).unwrap_err();
+            assert!(
+                e.downcast_ref::<crate::exit::UsageError>().is_some(),
+                "{bad}: {e}"
+            );
+        }
+    }
+}

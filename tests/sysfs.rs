@@ -392,3 +392,120 @@ fn verdict_serialises_for_json_reports() {
         serde_json::json!({"name": "counters/symbol_error", "before": 0, "after": 12})
     );
 }
+
+// The `Sysfs` value's rules, on `machine/` (a NIC on NUMA node 1 of two,
+// one without a node, two interfaces, a GPU and a peer-memory module).
+
+#[test]
+fn only_slash_sys_is_the_live_sysfs() {
+    assert!(Sysfs::live().is_live());
+    assert_eq!(Sysfs::default(), Sysfs::live());
+    assert_eq!(Sysfs::live().root(), Path::new("/sys"));
+    assert!(Sysfs::at("/sys").is_live());
+    let tree = Sysfs::at(fixture("sysfs/machine"));
+    assert!(!tree.is_live());
+    assert_eq!(tree.root(), fixture("sysfs/machine"));
+}
+
+#[test]
+fn a_port_view_reads_its_own_port() {
+    let view = Sysfs::at(fixture("sysfs/machine")).port("mlx5_0", 1);
+    assert_eq!((view.device(), view.port()), ("mlx5_0", 1));
+    assert_eq!(
+        view.dir(),
+        fixture("sysfs/machine/class/infiniband/mlx5_0/ports/1")
+    );
+    assert_eq!(view.rate_text().as_deref(), Some("400 Gb/sec (4X NDR)"));
+    assert_eq!(
+        Sysfs::at(fixture("sysfs/machine")).rate_text("mlx5_0", 1),
+        view.rate_text()
+    );
+    // Error counters only, numbers only (`N/A (no PMA)` is left out).
+    let snap = view.error_counters();
+    let keys: Vec<&str> = snap.counters.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["counters/symbol_error"]);
+    // -W's counters: any file below the port, named in the error.
+    assert_eq!(view.counter("counters/port_xmit_data"), Ok(1234));
+    let e = view.counter("counters/port_rcv_errors").unwrap_err();
+    assert!(
+        e.contains("port_rcv_errors") && e.contains("not a number"),
+        "{e}"
+    );
+    let e = view.counter("counters/nonesuch").unwrap_err();
+    assert!(
+        e.starts_with("cannot read counter counters/nonesuch ("),
+        "{e}"
+    );
+    // --prom's port: the device with this port alone.
+    let state = view.state();
+    assert_eq!(state.len(), 1);
+    assert_eq!(state[0].name, "mlx5_0");
+    assert_eq!(state[0].ports.len(), 1);
+    assert_eq!(state[0].ports[0].state.as_deref(), Some("ACTIVE"));
+}
+
+#[test]
+fn a_port_sysfs_does_not_show_reads_as_nothing() {
+    let sysfs = Sysfs::at(fixture("sysfs/machine"));
+    for view in [sysfs.port("nonesuch", 1), sysfs.port("mlx5_0", 2)] {
+        assert!(view.state().iter().all(|d| d.ports.is_empty()), "{view:?}");
+        assert!(view.error_counters().counters.is_empty());
+        assert_eq!(view.rate_text(), None);
+        assert!(matches!(view.rate(), Err(LinkError::ReadRate { .. })));
+    }
+}
+
+#[test]
+fn every_reading_is_taken_when_asked_never_cached() {
+    // A before/after delta and a file rewritten after every size need
+    // the counters as they are now.
+    let t = TempDir::copy_of("sysfs-fresh", &fixture("sysfs/machine"));
+    let view = Sysfs::at(t.root()).port("mlx5_0", 1);
+    let before = view.error_counters();
+    let state_before = view.state();
+    set(t.root(), "mlx5_0", "counters/symbol_error", "9");
+    set(t.root(), "mlx5_0", "counters/port_xmit_data", "5678");
+    set(t.root(), "mlx5_0", "state", "DOWN");
+    assert_eq!(before.counters["counters/symbol_error"], 7);
+    assert_eq!(view.error_counters().counters["counters/symbol_error"], 9);
+    assert_eq!(view.counter("counters/port_xmit_data"), Ok(5678));
+    assert_eq!(state_before[0].ports[0].state.as_deref(), Some("ACTIVE"));
+    assert_eq!(view.state()[0].ports[0].state.as_deref(), Some("DOWN"));
+}
+
+#[test]
+fn the_nics_numa_node_and_the_cpu_lists_are_read_as_the_kernel_words_them() {
+    let sysfs = Sysfs::at(fixture("sysfs/machine"));
+    assert_eq!(sysfs.nic_node("mlx5_0"), Some(1));
+    // `-1`: the kernel knows no node; a device that is not there: none.
+    assert_eq!(sysfs.nic_node("rxe0"), None);
+    assert_eq!(sysfs.nic_node("nonesuch"), None);
+    assert_eq!(sysfs.node_cpulist(0).as_deref(), Some("0-3"));
+    assert_eq!(sysfs.node_cpulist(1).as_deref(), Some("4-7"));
+    assert_eq!(sysfs.node_cpulist(2), None);
+    assert_eq!(sysfs.online_cpulist().as_deref(), Some("0-7"));
+}
+
+#[test]
+fn interfaces_gpus_and_modules_are_what_the_tree_shows() {
+    let sysfs = Sysfs::at(fixture("sysfs/machine"));
+    let nets = sysfs.net_interfaces();
+    let seen: Vec<(&str, Option<&str>, Option<&str>)> = nets
+        .iter()
+        .map(|n| (n.name.as_str(), n.operstate.as_deref(), n.flags.as_deref()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("eth0", Some("up"), Some("0x1003")),
+            ("lo", Some("unknown"), Some("0x9"))
+        ]
+    );
+    // Only PCI addresses count as bound devices (not `bind`, `new_id`).
+    assert_eq!(sysfs.nvidia_devices(), 1);
+    assert!(sysfs.has_module("nvidia_peermem"));
+    assert!(!sysfs.has_module("nv_peer_mem"));
+    let empty = Sysfs::at(fixture("sysfs/ndr"));
+    assert!(empty.net_interfaces().is_empty());
+    assert_eq!(empty.nvidia_devices(), 0);
+}
