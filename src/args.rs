@@ -746,7 +746,7 @@ impl Parsed {
                 huge_pages: cli.use_hugepages,
                 clock: cli.clock,
                 max_mem: cli.max_mem,
-                sysfs_root: cli.sysfs_root.clone(),
+                sysfs: crate::sysfs::Sysfs::at(&cli.sysfs_root),
                 placement: cli.placement(),
                 explicit_inline: cli.inline_size.is_some(),
                 // --output: the number alone, as perftest (no banner).

@@ -183,8 +183,9 @@ pub struct LocalOptions {
     pub clock: ClockChoice,
     /// Server: most memory it registers for a client's test.
     pub max_mem: u64,
-    /// Root of sysfs.
-    pub sysfs_root: PathBuf,
+    /// The sysfs this side reads (its port's rate and counters, its
+    /// NIC's NUMA node): built once, from `--sysfs-root`.
+    pub sysfs: crate::sysfs::Sysfs,
     /// Where the process runs (applied by `main`, never by a library call:
     /// it binds the whole process).
     pub placement: Placement,
@@ -204,7 +205,7 @@ impl Default for LocalOptions {
             huge_pages: false,
             clock: ClockChoice::Auto,
             max_mem: DEFAULT_MAX_MEM,
-            sysfs_root: PathBuf::from("/sys"),
+            sysfs: crate::sysfs::Sysfs::live(),
             placement: Placement::NicNode,
             explicit_inline: false,
             banner: true,

@@ -239,34 +239,42 @@ impl Report for PerftestJsonFile {
 /// metrics as Prometheus text, rewritten atomically after every size and
 /// verdict (a textfile collector never reads half of it; an interrupted
 /// run leaves the sizes it completed).
-#[derive(Debug)]
 pub struct PromFile {
     path: std::path::PathBuf,
     metrics: engine::fabric::prom::results::ResultMetrics,
-    sysfs_root: std::path::PathBuf,
-    device: String,
-    port: u8,
+    /// This side's port, read when asked (the runner hands over
+    /// [`crate::sysfs::PortView::state`]): the writer reads nothing itself.
+    port_readings: PortReadings,
+}
+
+/// What [`PromFile`] is handed: a reading of this side's port, taken
+/// each time it is called (empty: no port metrics).
+type PortReadings = Box<dyn Fn() -> Vec<engine::fabric::ports::DeviceState>>;
+
+impl std::fmt::Debug for PromFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PromFile")
+            .field("path", &self.path)
+            .finish()
+    }
 }
 
 impl PromFile {
-    /// The file at `path`, for the run on `device` port `port`; checks
+    /// The file at `path`, with the port metrics of `port_readings`,
+    /// called at every write so they are as fresh as the results; checks
     /// now, before any work, that it can be written there.
     ///
     /// # Errors
     /// A usage error naming `--prom` when it cannot.
     pub fn create(
         path: std::path::PathBuf,
-        sysfs_root: &std::path::Path,
-        device: &str,
-        port: u8,
+        port_readings: impl Fn() -> Vec<engine::fabric::ports::DeviceState> + 'static,
     ) -> anyhow::Result<Self> {
         crate::atomic_file::check_writable("--prom", &path)?;
         Ok(Self {
             path,
             metrics: engine::fabric::prom::results::ResultMetrics::new(),
-            sysfs_root: sysfs_root.to_path_buf(),
-            device: device.to_owned(),
-            port,
+            port_readings: Box::new(port_readings),
         })
     }
 
@@ -274,9 +282,8 @@ impl PromFile {
         let mut text = self.metrics.render();
         // This side's port, read now (a device sysfs does not show, as a
         // fixture root in tests, adds nothing).
-        if let Ok(devices) =
-            crate::sysfs::read_devices(&self.sysfs_root, Some(&self.device), Some(self.port))
-        {
+        let devices = (self.port_readings)();
+        if !devices.is_empty() {
             text.push_str(&engine::fabric::prom::ports::port_metrics(&devices).render());
         }
         crate::atomic_file::write_atomically("--prom", &self.path, &text)
@@ -304,20 +311,37 @@ impl Report for PromFile {
 /// when the run was set up, as perftest's), `"\t%s=%llu\n"` per counter
 /// and an empty line. Names are paths under the port's sysfs directory,
 /// e.g. `counters/port_xmit_data` (raw units: 4-byte words there).
-#[derive(Debug)]
 pub struct CounterLines {
-    files: Vec<(String, std::path::PathBuf)>,
+    names: Vec<String>,
     last: Vec<u64>,
+    /// Reads one counter by name, now (the runner hands over
+    /// [`crate::sysfs::PortView::counter`]).
+    read_counter: CounterReading,
+}
+
+/// What [`CounterLines`] is handed: a reading of one named counter.
+type CounterReading = Box<dyn Fn(&str) -> Result<u64, String>>;
+
+impl std::fmt::Debug for CounterLines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CounterLines")
+            .field("names", &self.names)
+            .field("last", &self.last)
+            .finish()
+    }
 }
 
 impl CounterLines {
-    /// Reads every counter of `list` (comma-separated) under `port_dir`
-    /// once, so a missing one fails before any work.
+    /// Reads every counter of `list` (comma-separated) with
+    /// `read_counter` once, so a missing one fails before any work.
     ///
     /// # Errors
     /// A usage error naming `-W/--report-counters` and the counter.
-    pub fn open(list: &str, port_dir: &std::path::Path) -> anyhow::Result<Self> {
-        let mut files = Vec::new();
+    pub fn open(
+        list: &str,
+        read_counter: impl Fn(&str) -> Result<u64, String> + 'static,
+    ) -> anyhow::Result<Self> {
+        let mut names = Vec::new();
         for name in list.split(',').filter(|n| !n.is_empty()) {
             if name.split('/').any(|c| c == ".." || c.is_empty()) || name.starts_with('/') {
                 return Err(crate::exit::UsageError(format!(
@@ -325,16 +349,17 @@ impl CounterLines {
                 ))
                 .into());
             }
-            files.push((name.to_owned(), port_dir.join(name)));
+            names.push(name.to_owned());
         }
-        if files.is_empty() {
+        if names.is_empty() {
             return Err(
                 crate::exit::UsageError("-W/--report-counters: no counter named".into()).into(),
             );
         }
         let mut c = Self {
-            files,
+            names,
             last: Vec::new(),
+            read_counter: Box::new(read_counter),
         };
         c.last = c
             .read()
@@ -343,16 +368,7 @@ impl CounterLines {
     }
 
     fn read(&self) -> Result<Vec<u64>, String> {
-        self.files
-            .iter()
-            .map(|(name, path)| {
-                let t = std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read counter {name} ({}): {e}", path.display()))?;
-                t.trim()
-                    .parse()
-                    .map_err(|_| format!("counter {name} reads {:?}, not a number", t.trim()))
-            })
-            .collect()
+        self.names.iter().map(|n| (self.read_counter)(n)).collect()
     }
 }
 
@@ -360,7 +376,7 @@ impl Report for CounterLines {
     fn size(&mut self, _record: &SizeRecord<'_>) -> io::Result<()> {
         let now = self.read().map_err(io::Error::other)?;
         let mut out = Stdout;
-        for ((name, _), (n, l)) in self.files.iter().zip(now.iter().zip(&self.last)) {
+        for (name, (n, l)) in self.names.iter().zip(now.iter().zip(&self.last)) {
             writeln!(out, "\t{name}={}", n.wrapping_sub(*l))?;
         }
         writeln!(out)?;
@@ -375,5 +391,74 @@ impl Report for CounterLines {
 pub fn show_progress(msg: &str) {
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprint!("\r{msg}\x1b[K");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::fabric::ports::{DeviceState, PortState};
+
+    /// `--prom`'s port metrics are the readings it is handed, taken anew
+    /// at every write (as fresh as the results), and none when the
+    /// reading is empty.
+    #[test]
+    fn the_prom_file_writes_the_port_readings_it_is_handed_at_each_write() {
+        let path = std::env::temp_dir().join(format!("rdmaperf-prom-{}.prom", std::process::id()));
+        let words = std::rc::Rc::new(std::cell::Cell::new(Some(10)));
+        let reading = std::rc::Rc::clone(&words);
+        let mut prom = PromFile::create(path.clone(), move || {
+            reading
+                .get()
+                .map(|w| {
+                    vec![DeviceState {
+                        name: "mlx5_0".into(),
+                        ports: vec![PortState {
+                            port: 1,
+                            counters: [("port_xmit_data".to_owned(), w)].into(),
+                            ..PortState::default()
+                        }],
+                        ..DeviceState::default()
+                    }]
+                })
+                .unwrap_or_default()
+        })
+        .unwrap();
+        let xmit = |text: &str| {
+            text.lines()
+                .find(|l| l.starts_with("node_infiniband_port_data_transmitted_bytes_total{"))
+                .map(|l| l.rsplit(' ').next().unwrap().to_owned())
+        };
+        prom.end().unwrap();
+        let first = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(xmit(&first).as_deref(), Some("40"), "{first}");
+        words.set(Some(25));
+        prom.end().unwrap();
+        let second = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(xmit(&second).as_deref(), Some("100"), "{second}");
+        words.set(None);
+        prom.end().unwrap();
+        let third = std::fs::read_to_string(&path).unwrap();
+        assert!(!third.contains("node_infiniband"), "{third}");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// `-W`'s counters come from the reading it is handed: a missing one
+    /// is refused (exit 2) before any work, as are names outside the port.
+    #[test]
+    fn counter_lines_read_through_what_they_are_handed() {
+        let read = |name: &str| match name {
+            "counters/port_xmit_data" => Ok(7),
+            other => Err(format!("cannot read counter {other}")),
+        };
+        let c = CounterLines::open("counters/port_xmit_data", read).unwrap();
+        assert_eq!(c.last, [7]);
+        for bad in ["counters/nonesuch", "../x", "/etc/passwd", ""] {
+            let e = CounterLines::open(bad, read).unwrap_err();
+            assert!(
+                e.downcast_ref::<crate::exit::UsageError>().is_some(),
+                "{bad}: {e}"
+            );
+        }
     }
 }

@@ -9,12 +9,11 @@
 //! policy with libnuma; rdmaperf relies on first touch: see
 //! docs/perftest-compat.md.)
 
-use std::path::Path;
-
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::unistd::Pid;
 
 use crate::exit::UsageError;
+use crate::sysfs::Sysfs;
 
 /// What the flags ask for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,24 +56,11 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
     Ok(cpus)
 }
 
-/// The CPUs of NUMA node `node`, from `<sysfs>/devices/system/node/nodeN/cpulist`.
-fn node_cpus(sysfs_root: &Path, node: u32) -> Option<Vec<usize>> {
-    let t =
-        std::fs::read_to_string(sysfs_root.join(format!("devices/system/node/node{node}/cpulist")))
-            .ok()?;
-    parse_cpu_list(t.trim()).ok().filter(|c| !c.is_empty())
-}
-
-/// The NUMA node of `device`, when the kernel knows one (`-1`: none).
-pub fn nic_node(sysfs_root: &Path, device: &str) -> Option<u32> {
-    let t = std::fs::read_to_string(
-        sysfs_root.join(format!("class/infiniband/{device}/device/numa_node")),
-    )
-    .ok()?;
-    t.trim()
-        .parse::<i64>()
+/// The CPUs of NUMA node `node` (none when sysfs shows none).
+fn node_cpus(sysfs: &Sysfs, node: u32) -> Option<Vec<usize>> {
+    parse_cpu_list(&sysfs.node_cpulist(node)?)
         .ok()
-        .and_then(|n| u32::try_from(n).ok())
+        .filter(|c| !c.is_empty())
 }
 
 fn set(cpus: &[usize]) -> nix::Result<()> {
@@ -87,16 +73,16 @@ fn set(cpus: &[usize]) -> nix::Result<()> {
 
 /// Whether the process may already run on fewer CPUs than are online
 /// (taskset, numactl): perftest then leaves it where it is.
-fn restricted(sysfs_root: &Path) -> bool {
+fn restricted(sysfs: &Sysfs) -> bool {
     let Ok(mine) = sched_getaffinity(Pid::from_raw(0)) else {
         return true;
     };
     let allowed = (0..CpuSet::count())
         .filter(|&c| mine.is_set(c).unwrap_or(false))
         .count();
-    let online = std::fs::read_to_string(sysfs_root.join("devices/system/cpu/online"))
-        .ok()
-        .and_then(|t| parse_cpu_list(t.trim()).ok())
+    let online = sysfs
+        .online_cpulist()
+        .and_then(|t| parse_cpu_list(&t).ok())
         .map_or(allowed, |c| c.len());
     allowed < online
 }
@@ -109,7 +95,7 @@ fn restricted(sysfs_root: &Path) -> bool {
 /// the user asked for.
 pub fn apply(
     placement: &Placement,
-    sysfs_root: &Path,
+    sysfs: &Sysfs,
     device: Option<&str>,
 ) -> anyhow::Result<Option<String>> {
     match placement {
@@ -123,7 +109,7 @@ pub fn apply(
             )))
         }
         Placement::Node(n) => {
-            let cpus = node_cpus(sysfs_root, *n).ok_or_else(|| {
+            let cpus = node_cpus(sysfs, *n).ok_or_else(|| {
                 UsageError(format!(
                     "--numa_node: node {n} does not exist or has no CPUs"
                 ))
@@ -134,7 +120,7 @@ pub fn apply(
                 list(&cpus)
             )))
         }
-        Placement::NicNode => Ok(device.and_then(|dev| bind_to_nic_node(sysfs_root, dev))),
+        Placement::NicNode => Ok(device.and_then(|dev| bind_to_nic_node(sysfs, dev))),
     }
 }
 
@@ -142,11 +128,11 @@ pub fn apply(
 /// of `dev`'s NUMA node, unless the process was already restricted; the
 /// banner line that says where it runs (`None`: nothing known). For a
 /// process that binds once, at its start (the perftest binaries).
-pub fn bind_to_nic_node(sysfs_root: &Path, dev: &str) -> Option<String> {
-    if restricted(sysfs_root) {
+pub fn bind_to_nic_node(sysfs: &Sysfs, dev: &str) -> Option<String> {
+    if restricted(sysfs) {
         return Some(" NUMA node       : not bound (the process was already restricted)".into());
     }
-    bind_to_node_of(sysfs_root, dev)
+    bind_to_node_of(sysfs, dev)
 }
 
 /// Binding thread after thread to its NIC's NUMA node (cluster mode's
@@ -156,14 +142,14 @@ pub fn bind_to_nic_node(sysfs_root: &Path, dev: &str) -> Option<String> {
 /// one rail's node would look restricted and stay there for the next.
 #[derive(Debug, Clone)]
 pub struct NicNodeBinding {
-    sysfs_root: std::path::PathBuf,
+    sysfs: Sysfs,
 }
 
 impl NicNodeBinding {
     /// The binding, unless the process is already restricted.
-    pub fn unless_restricted(sysfs_root: &Path) -> Option<Self> {
-        (!restricted(sysfs_root)).then(|| Self {
-            sysfs_root: sysfs_root.to_path_buf(),
+    pub fn unless_restricted(sysfs: &Sysfs) -> Option<Self> {
+        (!restricted(sysfs)).then(|| Self {
+            sysfs: sysfs.clone(),
         })
     }
 
@@ -171,14 +157,14 @@ impl NicNodeBinding {
     /// thread, the memory that thread registers is first touched on that
     /// node.
     pub fn bind(&self, dev: &str) -> Option<String> {
-        bind_to_node_of(&self.sysfs_root, dev)
+        bind_to_node_of(&self.sysfs, dev)
     }
 }
 
 /// Binds the calling thread to the CPUs of `dev`'s NUMA node.
-fn bind_to_node_of(sysfs_root: &Path, dev: &str) -> Option<String> {
-    let n = nic_node(sysfs_root, dev)?;
-    let cpus = node_cpus(sysfs_root, n)?;
+fn bind_to_node_of(sysfs: &Sysfs, dev: &str) -> Option<String> {
+    let n = sysfs.nic_node(dev)?;
+    let cpus = node_cpus(sysfs, n)?;
     // sched_setaffinity(0) binds the calling thread only.
     Some(match set(&cpus) {
         Ok(()) => format!(
@@ -236,11 +222,12 @@ mod tests {
         let node = root.join("devices/system/node/node1");
         std::fs::create_dir_all(&node).unwrap();
         std::fs::write(node.join("cpulist"), "0-1\n").unwrap();
-        assert_eq!(nic_node(&root, "mlx5_0"), Some(1));
-        assert_eq!(node_cpus(&root, 1), Some(vec![0, 1]));
+        let sysfs = Sysfs::at(&root);
+        assert_eq!(sysfs.nic_node("mlx5_0"), Some(1));
+        assert_eq!(node_cpus(&sysfs, 1), Some(vec![0, 1]));
         std::fs::write(dev.join("numa_node"), "-1\n").unwrap();
-        assert_eq!(nic_node(&root, "mlx5_0"), None);
-        assert_eq!(nic_node(&root, "nonesuch"), None);
+        assert_eq!(sysfs.nic_node("mlx5_0"), None);
+        assert_eq!(sysfs.nic_node("nonesuch"), None);
         std::fs::remove_dir_all(&root).unwrap();
     }
 
@@ -274,15 +261,16 @@ mod tests {
         // Cluster mode's self-test and a rank with one shared rail bind
         // the same thread to one rail's node after another.
         let root = two_nodes("rebind");
+        let sysfs = Sysfs::at(&root);
         std::thread::scope(|s| {
             s.spawn(|| {
-                let binding = NicNodeBinding::unless_restricted(&root).unwrap();
+                let binding = NicNodeBinding::unless_restricted(&sysfs).unwrap();
                 binding.bind("nic0");
                 assert_eq!(my_cpus(), [0]);
                 binding.bind("nic1");
                 assert_eq!(my_cpus(), [1], "still on nic0's node");
                 // Made now, in a thread this process bound: restricted.
-                assert!(NicNodeBinding::unless_restricted(&root).is_none());
+                assert!(NicNodeBinding::unless_restricted(&sysfs).is_none());
             });
         });
         std::fs::remove_dir_all(&root).unwrap();

@@ -87,11 +87,9 @@ fn place(opts: &RunOptions) -> anyhow::Result<()> {
             .and_then(|d| d.into_iter().next())
             .map(|d| d.name),
     };
-    if let Some(line) = crate::placement::apply(
-        &opts.local.placement,
-        &opts.local.sysfs_root,
-        device.as_deref(),
-    )? && opts.local.banner
+    if let Some(line) =
+        crate::placement::apply(&opts.local.placement, &opts.local.sysfs, device.as_deref())?
+        && opts.local.banner
     {
         eprintln!("{line}");
     }
@@ -348,21 +346,21 @@ fn open_output<M: Measure>(
         None
     };
     let mut out = Output::open(plan.json.as_deref(), table)?;
-    let sysfs_root = &opts.local.sysfs_root;
+    // The writers are handed this port's readings, not the sysfs.
+    let view = opts.local.sysfs.port(port.ctx.name(), port.port);
     if let Some(list) = &plan.report_counters
         && plan.json.as_deref() != Some("-")
         && plan.stdout_table
     {
-        let dir = crate::sysfs::port_dir(sysfs_root, port.ctx.name(), port.port);
-        out.add(Box::new(CounterLines::open(list, &dir)?));
+        let v = view.clone();
+        out.add(Box::new(CounterLines::open(list, move |name| {
+            v.counter(name)
+        })?));
     }
     if let Some(path) = &plan.prom {
-        out.add(Box::new(PromFile::create(
-            path.clone(),
-            sysfs_root,
-            port.ctx.name(),
-            port.port,
-        )?));
+        out.add(Box::new(PromFile::create(path.clone(), move || {
+            view.state()
+        })?));
     }
     if let Some(path) = &plan.out_json {
         out.add(Box::new(PerftestJsonFile::create(
@@ -457,11 +455,7 @@ where
         (port, QpConnection::QpExchange)
     };
     let mtu = port.mtu_for(m.config().mtu())?;
-    let local_side = port.side_info(crate::sysfs::rate_text(
-        &opts.local.sysfs_root,
-        port.ctx.name(),
-        port.port,
-    ));
+    let local_side = port.side_info(opts.local.sysfs.rate_text(port.ctx.name(), port.port));
     let (outs, warning) = session::resolve_outs(
         spec.uses_outstanding_reads(),
         m.config().outs(),
@@ -708,11 +702,8 @@ fn serve<M: Measure>(
                 .and_then(|at| crate::setup::open_cm_passive(at, &opts.device()));
             match found {
                 Ok(port) => {
-                    let side = port.side_info(crate::sysfs::rate_text(
-                        &opts.local.sysfs_root,
-                        port.ctx.name(),
-                        port.port,
-                    ));
+                    let side =
+                        port.side_info(opts.local.sysfs.rate_text(port.ctx.name(), port.port));
                     let listening = port.cm.as_ref().map(|c| c.id().local_port());
                     (port, side, listening)
                 }

@@ -39,11 +39,7 @@ pub fn run_server_on(
 ) -> anyhow::Result<u8> {
     let program = opts.spec.binary();
     let conn = &opts.connection;
-    let local_side = port.side_info(crate::sysfs::rate_text(
-        &opts.local.sysfs_root,
-        port.ctx.name(),
-        port.port,
-    ));
+    let local_side = port.side_info(opts.local.sysfs.rate_text(port.ctx.name(), port.port));
     if opts.local.banner {
         eprintln!(
             "{program}: server on {} port {} waiting for {} on {}:{}",

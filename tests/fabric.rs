@@ -1130,7 +1130,10 @@ fn the_grafana_dashboard_queries_only_metrics_rdmaperf_writes() {
         include_str!("../crates/engine/src/fabric/prom/text.rs"),
         include_str!("../crates/engine/src/cluster/report.rs")
     );
-    let exporter_names = include_str!("../src/fabric/exporter.rs");
+    let exporter_names = concat!(
+        include_str!("../src/fabric/exporter/mod.rs"),
+        include_str!("../src/fabric/exporter/probe.rs")
+    );
     for expr in &exprs {
         for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
             if !(word.starts_with("node_infiniband_") || word.starts_with("rdmaperf_")) {

@@ -206,8 +206,9 @@ pub struct ClusterPlan {
     pub rails: RailSpec,
     /// `--pair-address`.
     pub pair_address: Option<String>,
-    /// Where this rank reads its port's rate and error counters.
-    pub sysfs_root: PathBuf,
+    /// The sysfs this rank reads: its rails, its ports' rate and error
+    /// counters, its NICs' NUMA nodes.
+    pub sysfs: crate::sysfs::Sysfs,
     /// Each rail's thread bound to its NIC's NUMA node: none under
     /// `--simulate` or when the process started restricted (taskset,
     /// numactl), as perftest leaves it; decided once, here, before
@@ -416,6 +417,7 @@ impl ClusterArgs {
                 .map_err(|e| UsageError(format!("--report: cannot create {dir:?}: {e}")))?;
             crate::atomic_file::check_writable("--report", &dir.join("summary.json"))?;
         }
+        let sysfs = crate::sysfs::Sysfs::at(&self.sysfs_root);
         Ok(ClusterPlan {
             launch,
             coordinator,
@@ -427,11 +429,11 @@ impl ClusterArgs {
             },
             rails,
             pair_address: self.pair_address.clone(),
-            sysfs_root: self.sysfs_root.clone(),
+            sysfs: sysfs.clone(),
             numa: if self.simulate {
                 None
             } else {
-                crate::placement::NicNodeBinding::unless_restricted(&self.sysfs_root)
+                crate::placement::NicNodeBinding::unless_restricted(&sysfs)
             },
             rendezvous_timeout: self.rendezvous_timeout,
             simulate_slow: self.simulate_slow.clone(),

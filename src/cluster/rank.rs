@@ -323,9 +323,7 @@ fn both_ways(
 /// This rank's port in sysfs: its rate, and its error counters when the
 /// rank joined.
 pub(super) struct PortWatch {
-    sysfs_root: std::path::PathBuf,
-    device: String,
-    port: u8,
+    port: crate::sysfs::PortView,
     rate_gbps: Option<f64>,
     before: CounterSnapshot,
 }
@@ -335,8 +333,8 @@ impl PortWatch {
     pub(super) fn new(plan: &ClusterPlan, device: &DeviceSelection) -> Option<Self> {
         let name = device.name.as_deref()?;
         let port = device.port.unwrap_or(1);
-        let root = plan.sysfs_root.clone();
-        let rate_gbps = match crate::sysfs::read_rate(&root, name, port) {
+        let view = plan.sysfs.port(name, port);
+        let rate_gbps = match view.rate() {
             Ok(r) => Some(r.gbps),
             Err(e) => {
                 if !plan.test.simulate {
@@ -345,11 +343,9 @@ impl PortWatch {
                 None
             }
         };
-        let before = crate::sysfs::snapshot_error_counters(&root, name, port);
+        let before = view.error_counters();
         Some(Self {
-            sysfs_root: root,
-            device: name.to_owned(),
-            port,
+            port: view,
             rate_gbps,
             before,
         })
@@ -359,11 +355,11 @@ impl PortWatch {
     /// `several` rails, each named after its port (`mlx5_1:1
     /// counters/symbol_error`).
     pub(super) fn risen(&self, several: bool) -> Vec<CounterRise> {
-        let now = crate::sysfs::snapshot_error_counters(&self.sysfs_root, &self.device, self.port);
+        let now = self.port.error_counters();
         let mut r = rises(&self.before, &now);
         if several {
             for c in &mut r {
-                c.name = format!("{}:{} {}", self.device, self.port, c.name);
+                c.name = format!("{}:{} {}", self.port.device(), self.port.port(), c.name);
             }
         }
         r
@@ -446,7 +442,7 @@ pub(super) fn node_rails(plan: &ClusterPlan) -> anyhow::Result<Vec<Rail>> {
     if plan.rails == RailSpec::Named(Vec::new()) {
         return Ok(Vec::new());
     }
-    let devices = crate::sysfs::read_devices(&plan.sysfs_root, None, None).unwrap_or_default();
+    let devices = plan.sysfs.devices(None, None).unwrap_or_default();
     let selection = match (rails::select(&devices, &plan.rails), &plan.device.name) {
         (Ok(mut s), _) => {
             for r in &mut s.rails {

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use engine::nccl;
 
 use crate::exit::UsageError;
+use crate::sysfs::{NetDevAttrs, Sysfs};
 
 /// `rdmaperf doctor nccl` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -61,7 +62,7 @@ fn read_capped(path: &Path, cap: u64) -> std::io::Result<(String, bool)> {
 
 /// This machine's network interfaces: `<sysfs>/class/net/<if>/operstate`,
 /// and, on the live system, their addresses.
-pub fn read_interfaces(sysfs: &super::SysfsArgs) -> Vec<nccl::env::NetInterface> {
+pub fn read_interfaces(sysfs: &Sysfs) -> Vec<nccl::env::NetInterface> {
     let mut addresses: BTreeMap<String, Vec<std::net::IpAddr>> = BTreeMap::new();
     if sysfs.is_live()
         && let Ok(addrs) = nix::ifaddrs::getifaddrs()
@@ -78,51 +79,40 @@ pub fn read_interfaces(sysfs: &super::SysfsArgs) -> Vec<nccl::env::NetInterface>
             addresses.entry(a.interface_name).or_default().push(ip);
         }
     }
-    let dir = sysfs.sysfs_root.join("class/net");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .map(|e| {
-            e.flatten()
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
+    sysfs
+        .net_interfaces()
         .into_iter()
-        .map(|name| {
-            let attr = |file| crate::sysfs::attr(&dir.join(&name).join(file));
-            let oper = attr("operstate").unwrap_or_default();
-            let flags = attr("flags")
-                .and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok());
-            // IFF_UP (0x1): administratively up; "unknown" operstate is
-            // what lo and many virtual devices report while working.
-            let up = oper == "up" || (oper == "unknown" && flags.is_some_and(|f| f & 1 == 1));
-            nccl::env::NetInterface {
-                addresses: addresses.remove(&name).unwrap_or_default(),
-                name,
-                up,
-            }
-        })
+        .map(
+            |NetDevAttrs {
+                 name,
+                 operstate,
+                 flags,
+             }| {
+                let oper = operstate.unwrap_or_default();
+                let flags =
+                    flags.and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok());
+                // IFF_UP (0x1): administratively up; "unknown" operstate is
+                // what lo and many virtual devices report while working.
+                let up = oper == "up" || (oper == "unknown" && flags.is_some_and(|f| f & 1 == 1));
+                nccl::env::NetInterface {
+                    addresses: addresses.remove(&name).unwrap_or_default(),
+                    name,
+                    up,
+                }
+            },
+        )
         .collect()
 }
 
 /// GPUs bound to the nvidia driver and a loaded peer-memory module, as
 /// sysfs shows them.
-pub fn read_gpus(sysfs: &super::SysfsArgs) -> nccl::env::GpuState {
-    let root = &sysfs.sysfs_root;
-    let count = std::fs::read_dir(root.join("bus/pci/drivers/nvidia"))
-        .map(|e| {
-            e.flatten()
-                .filter(|e| e.file_name().to_string_lossy().contains(':'))
-                .count()
-        })
-        .unwrap_or(0);
+pub fn read_gpus(sysfs: &Sysfs) -> nccl::env::GpuState {
     let peer_mem = ["nvidia_peermem", "nv_peer_mem"]
         .iter()
-        .find(|m| root.join("module").join(m).exists())
+        .find(|m| sysfs.has_module(m))
         .map(|m| (*m).to_owned());
     nccl::env::GpuState {
-        gpus: count as u32,
+        gpus: sysfs.nvidia_devices() as u32,
         peer_memory_module: peer_mem,
     }
 }
@@ -150,7 +140,8 @@ pub fn run(args: &NcclArgs) -> anyhow::Result<u8> {
         Some(path) => Some(read_flag_file("--log", path)?),
         None => None,
     };
-    let devices = match crate::sysfs::read_devices(&args.sysfs.sysfs_root, None, None) {
+    let sysfs = args.sysfs.sysfs();
+    let devices = match sysfs.devices(None, None) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("rdmaperf: warning: {e}; checking against a machine without RDMA devices");
@@ -159,8 +150,8 @@ pub fn run(args: &NcclArgs) -> anyhow::Result<u8> {
     };
     let machine = nccl::env::Machine {
         devices,
-        interfaces: read_interfaces(&args.sysfs),
-        gpus: read_gpus(&args.sysfs),
+        interfaces: read_interfaces(&sysfs),
+        gpus: read_gpus(&sysfs),
     };
     let mut findings = nccl::env::check(&env, &machine);
     let log = log_text.as_deref().map(nccl::log::read_log);

@@ -14,8 +14,11 @@ pub mod ports;
 
 use std::path::PathBuf;
 
+use crate::sysfs::Sysfs;
+
 /// Where sysfs is (`/sys`; a copy of a machine's tree or a container's
-/// host mount elsewhere).
+/// host mount elsewhere): the flag, made into the one [`Sysfs`] a
+/// subcommand reads by [`SysfsArgs::sysfs`].
 #[derive(Debug, Clone, clap::Args)]
 pub struct SysfsArgs {
     /// Read sysfs below this directory instead of /sys (e.g. a host's /sys mounted in a container, or a saved tree).
@@ -24,9 +27,8 @@ pub struct SysfsArgs {
 }
 
 impl SysfsArgs {
-    /// Whether this is the live system's sysfs (the devices can then be
-    /// opened for what sysfs lacks, such as the MTU).
-    pub fn is_live(&self) -> bool {
-        self.sysfs_root == std::path::Path::new("/sys")
+    /// The sysfs the flag names.
+    pub fn sysfs(&self) -> Sysfs {
+        Sysfs::at(&self.sysfs_root)
     }
 }

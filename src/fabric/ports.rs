@@ -14,7 +14,7 @@ use engine::fabric::ports::{
 use serde::Serialize;
 
 use crate::exit::UsageError;
-use crate::sysfs::{InventoryError, add_mtus, read_devices};
+use crate::sysfs::{InventoryError, Sysfs, add_mtus};
 
 /// `rdmaperf ports` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -69,11 +69,11 @@ fn watch_seconds(s: &str) -> Result<f64, String> {
 /// A usage error for an unknown `-d`/`-i`; otherwise what
 /// [`read_devices`] returns.
 pub fn read(
-    sysfs: &super::SysfsArgs,
+    sysfs: &Sysfs,
     device: Option<&str>,
     port: Option<u8>,
 ) -> anyhow::Result<Vec<DeviceState>> {
-    let mut devices = read_devices(&sysfs.sysfs_root, device, port).map_err(|e| match e {
+    let mut devices = sysfs.devices(device, port).map_err(|e| match e {
         InventoryError::NoSuchDevice { .. } => UsageError(format!("-d/--ib-dev: {e}")).into(),
         other => anyhow::Error::new(other),
     })?;
@@ -112,7 +112,8 @@ pub fn run(args: &PortsArgs) -> anyhow::Result<u8> {
     if let Some(path) = &args.prom {
         crate::atomic_file::check_writable("--prom", path)?;
     }
-    let mut devices = read(&args.sysfs, args.device.as_deref(), args.port)?;
+    let sysfs = args.sysfs.sysfs();
+    let mut devices = read(&sysfs, args.device.as_deref(), args.port)?;
     // With --watch: a second reading, the change between the two, and the
     // error counters that rose; the second reading is the one shown.
     let mut deltas = None;
@@ -120,7 +121,7 @@ pub fn run(args: &PortsArgs) -> anyhow::Result<u8> {
     if let Some(seconds) = args.watch {
         eprintln!("rdmaperf: reading the counters again in {seconds} s");
         std::thread::sleep(Duration::from_secs_f64(seconds));
-        let after = read(&args.sysfs, args.device.as_deref(), args.port)?;
+        let after = read(&sysfs, args.device.as_deref(), args.port)?;
         deltas = Some(CounterDeltas::between(&devices, &after, seconds));
         port_rises = error_rises(&devices, &after);
         devices = after;

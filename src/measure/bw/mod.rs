@@ -75,7 +75,7 @@ struct LinkWatch {
     expect: ExpectRate,
     rate: Option<LinkRate>,
     before: CounterSnapshot,
-    sysfs_root: std::path::PathBuf,
+    port: crate::sysfs::PortView,
     min_efficiency: f64,
 }
 
@@ -94,7 +94,7 @@ pub struct BwMeasure {
     /// `--report-both` with `-b`: each size's own and peer figures.
     report_both: Option<Vec<(BwResult, BwResult)>>,
     expect: Option<ExpectRate>,
-    sysfs_root: std::path::PathBuf,
+    sysfs: crate::sysfs::Sysfs,
     min_efficiency: f64,
     watch: Option<LinkWatch>,
     best_gbps: f64,
@@ -167,7 +167,7 @@ impl Measure for BwMeasure {
             output: out.figure,
             limits: Limits::new(opts.verdicts.limit_bw, opts.verdicts.limit_msgrate),
             expect: opts.verdicts.expect_rate,
-            sysfs_root: opts.local.sysfs_root.clone(),
+            sysfs: opts.local.sysfs.clone(),
             min_efficiency: opts.verdicts.min_efficiency,
             watch: None,
             best_gbps: 0.0,
@@ -219,12 +219,12 @@ impl Measure for BwMeasure {
     fn on_port(&mut self, port: &Port) {
         self.iwarp = port.ctx.transport() == verbs::Transport::Iwarp;
         if let Some(expect) = self.expect {
-            let name = port.ctx.name();
+            let view = self.sysfs.port(port.ctx.name(), port.port);
             self.watch = Some(LinkWatch {
                 expect,
-                rate: crate::sysfs::read_rate(&self.sysfs_root, name, port.port).ok(),
-                before: crate::sysfs::snapshot_error_counters(&self.sysfs_root, name, port.port),
-                sysfs_root: self.sysfs_root.clone(),
+                rate: view.rate().ok(),
+                before: view.error_counters(),
+                port: view,
                 min_efficiency: self.min_efficiency,
             });
         }
@@ -431,7 +431,7 @@ impl Measure for BwMeasure {
         })
     }
 
-    fn verdicts(&mut self, side: &Side) -> Vec<VerdictRecord> {
+    fn verdicts(&mut self, _side: &Side) -> Vec<VerdictRecord> {
         // perftest checks its limits where a side measured (both sides of
         // a bidirectional run); the runner asks only the client for its
         // verdicts, so here the client judges.
@@ -443,9 +443,7 @@ impl Measure for BwMeasure {
         let Some(w) = self.watch.take() else {
             return verdicts;
         };
-        let port = &side.port;
-        let after =
-            crate::sysfs::snapshot_error_counters(&w.sysfs_root, port.ctx.name(), port.port);
+        let after = w.port.error_counters();
         verdicts.push(VerdictRecord::Link(link::evaluate(&VerdictInput {
             expect: w.expect,
             negotiated: w.rate,

@@ -1,70 +1,13 @@
-//! The sysfs reads, under a sysfs root (normally `/sys`; tests pass a
-//! fixture tree): a port's negotiated `rate` and its error counters
-//! behind the link verdict, and the whole inventory of devices, ports,
-//! GIDs and counters behind `rdmaperf` ([`read_devices`]). The engine's
-//! `link` and `ports` modules classify and judge what is read here; they
-//! read nothing themselves.
+//! The inventory of devices, ports, GIDs and counters behind `rdmaperf`
+//! and cluster mode's rails ([`super::Sysfs::devices`]), and the MTUs the
+//! verbs add to it ([`add_mtus`]).
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use engine::fabric::link::{
-    CounterSnapshot, LinkError, LinkRate, is_error_counter, parse_counter, parse_rate,
-};
+use super::{attr, counters_in, names_in};
 
-/// `<sysfs_root>/class/infiniband/<device>/ports/<port>`.
-pub fn port_dir(sysfs_root: &Path, device: &str, port: u8) -> PathBuf {
-    sysfs_root
-        .join("class/infiniband")
-        .join(device)
-        .join("ports")
-        .join(port.to_string())
-}
-
-/// The port's negotiated rate as the kernel words it, when readable
-/// (what a side tells its peer).
-pub fn rate_text(sysfs_root: &Path, device: &str, port: u8) -> Option<String> {
-    read_rate(sysfs_root, device, port).ok().map(|r| r.text)
-}
-
-/// Reads and parses the port's `rate` file.
-///
-/// # Errors
-/// [`LinkError::ReadRate`] or [`LinkError::BadRate`], both naming the
-/// file.
-pub fn read_rate(sysfs_root: &Path, device: &str, port: u8) -> Result<LinkRate, LinkError> {
-    let path = port_dir(sysfs_root, device, port).join("rate");
-    let text = match fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(source) => return Err(LinkError::ReadRate { path, source }),
-    };
-    parse_rate(&text).map_err(|e| match e {
-        LinkError::BadRate { text, .. } => LinkError::BadRate {
-            text,
-            path: Some(path),
-        },
-        other => other,
-    })
-}
-
-/// Reads every error counter of the port. Counters that are absent,
-/// unreadable (permissions, `EINVAL`) or not numbers (`N/A (no PMA)` on
-/// old kernels) are left out; a port without counters yields an empty
-/// snapshot.
-pub fn snapshot_error_counters(sysfs_root: &Path, device: &str, port: u8) -> CounterSnapshot {
-    let dir = port_dir(sysfs_root, device, port);
-    let mut counters = BTreeMap::new();
-    for sub in ["counters", "hw_counters"] {
-        // Only the error counters' files are read.
-        for (name, value) in counters_in(&dir.join(sub), |name| is_error_counter(sub, name)) {
-            counters.insert(format!("{sub}/{name}"), value);
-        }
-    }
-    CounterSnapshot { counters }
-}
-
-/// A `<sysfs_root>/class/infiniband` that cannot be listed.
+/// A `<root>/class/infiniband` that cannot be listed.
 #[derive(Debug, thiserror::Error)]
 pub enum InventoryError {
     /// The directory of RDMA devices is missing or unreadable.
@@ -87,58 +30,6 @@ pub enum InventoryError {
         /// The devices that exist, comma-separated.
         available: String,
     },
-}
-
-/// A sysfs attribute, trimmed; `None` when absent, unreadable or empty.
-pub(crate) fn attr(path: &Path) -> Option<String> {
-    let text = fs::read_to_string(path).ok()?;
-    let text = text.trim();
-    (!text.is_empty()).then(|| text.to_owned())
-}
-
-/// Every integer counter file in `dir` whose name `wanted` keeps
-/// (`N/A (no PMA)` and unreadable files are left out), by file name.
-fn counters_in(dir: &Path, wanted: impl Fn(&str) -> bool) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    let Ok(entries) = fs::read_dir(dir) else {
-        return out;
-    };
-    for entry in entries.flatten() {
-        let Ok(name) = entry.file_name().into_string() else {
-            continue;
-        };
-        if !wanted(&name) {
-            continue;
-        }
-        if let Some(value) = fs::read_to_string(entry.path())
-            .ok()
-            .and_then(|t| parse_counter(&t))
-        {
-            out.insert(name, value);
-        }
-    }
-    out
-}
-
-/// The sorted names of the entries of `dir` (empty when unreadable).
-fn names_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort_by_key(|n| natural_key(n));
-    names
-}
-
-/// Sorts `mlx5_2` before `mlx5_10` and GID `2` before `10`.
-fn natural_key(name: &str) -> (String, u64) {
-    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-    let (stem, number) = name.split_at(name.len() - digits);
-    (stem.to_owned(), number.parse().unwrap_or(0))
 }
 
 /// The valid (non-zero) GIDs of a port, with their type and netdev.
@@ -188,7 +79,7 @@ fn netdev_of_guid(dev_dir: &Path, guid: &str) -> Option<String> {
 /// One device's sysfs directory as [`engine::fabric::ports::DeviceState`] (no
 /// MTUs: those come from the verbs, see [`add_mtus`]), with every port or
 /// only `only_port` (the others are not read).
-pub fn read_device(
+fn read_device(
     dev_dir: &Path,
     name: &str,
     only_port: Option<u8>,
@@ -261,19 +152,19 @@ pub fn read_device(
     }
 }
 
-/// Every RDMA device under `<sysfs_root>/class/infiniband` (or only
+/// Every RDMA device under `<root>/class/infiniband` (or only
 /// `only`), sorted by name, with every port (or only port `only_port`:
 /// a device without it has no ports).
 ///
 /// # Errors
 /// [`InventoryError`]: the directory cannot be listed, holds no device,
 /// or has no device named `only`.
-pub fn read_devices(
-    sysfs_root: &Path,
+pub(super) fn read_devices(
+    root: &Path,
     only: Option<&str>,
     only_port: Option<u8>,
 ) -> Result<Vec<engine::fabric::ports::DeviceState>, InventoryError> {
-    let dir = sysfs_root.join("class/infiniband");
+    let dir = root.join("class/infiniband");
     if let Err(source) = fs::read_dir(&dir) {
         return Err(if source.kind() == std::io::ErrorKind::NotFound {
             InventoryError::NoDevices(verbs::Error::NoDevices { dir })
