@@ -459,6 +459,7 @@ pub(super) fn node_rails(plan: &ClusterPlan) -> anyhow::Result<Vec<Rail>> {
                 link_layer: None,
                 rate_gbps: None,
                 numa_node: None,
+                port_guid: None,
             }],
             skipped: Vec::new(),
         },

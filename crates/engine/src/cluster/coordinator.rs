@@ -762,6 +762,7 @@ mod tests {
                     link_layer: Some("InfiniBand".into()),
                     rate_gbps: Some(400.0),
                     numa_node: None,
+                    port_guid: None,
                 })
                 .collect(),
             rail_ports: (1..rails).map(|k| 40_000 + k as u16).collect(),

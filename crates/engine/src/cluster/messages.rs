@@ -287,6 +287,7 @@ mod tests {
                     link_layer: Some("Ethernet".into()),
                     rate_gbps: Some(2.5),
                     numa_node: None,
+                    port_guid: None,
                 })
                 .collect(),
         }

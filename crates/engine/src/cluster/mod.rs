@@ -29,6 +29,10 @@
 //!   every live rank has reported or its deadline passes.
 //! - [`report`]: what rank 0 writes: stdout lines, `pairs.jsonl` and
 //!   `summary.json` records, `metrics.prom`.
+//! - [`topology`]: the fabric's switches and where each rail port sits
+//!   under them, from Slurm's `topology.conf`, a saved `ibnetdiscover`
+//!   output or the ranks' `SLURM_TOPOLOGY_ADDR`; the run's map (each
+//!   rank's leaf per rail) and its groups of nodes under the same leaves.
 //! - [`verdict`]: per-pair verdicts (absolute and relative to the
 //!   cluster's best), slow rounds, and per-node verdicts that tell a bad
 //!   node from a bad link.
@@ -44,4 +48,5 @@ pub mod rails;
 pub mod rendezvous;
 pub mod report;
 pub mod schedule;
+pub mod topology;
 pub mod verdict;

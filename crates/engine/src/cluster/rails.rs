@@ -63,6 +63,12 @@ pub struct Rail {
     /// iWARP, IPoIB): where rdma_cm reaches this rail.
     #[serde(default)]
     pub address: Option<String>,
+    /// The port's GUID on InfiniBand (the low 64 bits of GID 0, as
+    /// `ibstat` prints "Port GUID"): what `ibnetdiscover` names the port
+    /// by, so the topology finds the switch it is cabled to
+    /// (`cluster::topology`).
+    #[serde(default)]
+    pub port_guid: Option<u64>,
 }
 
 impl Rail {
@@ -178,6 +184,19 @@ pub fn device_order(a: &str, b: &str) -> Ordering {
     ca.len().cmp(&cb.len()).then_with(|| a.cmp(b))
 }
 
+/// An InfiniBand port's GUID: the interface identifier (low 64 bits) of
+/// its GID 0, which the subnet manager builds from the port GUID (IBA
+/// 4.1.1). `None` on RoCE and iWARP, whose GIDs come from addresses.
+fn ib_port_guid(port: &crate::fabric::ports::PortState) -> Option<u64> {
+    if port.link_layer.as_deref() != Some("InfiniBand") {
+        return None;
+    }
+    let gid = port.gids.iter().find(|g| g.index == 0)?;
+    let bytes = crate::fabric::gid::parse_sysfs_gid(&gid.gid)?;
+    let guid = u64::from_be_bytes(bytes[8..].try_into().ok()?);
+    (guid != 0).then_some(guid)
+}
+
 /// This node's rails under `spec`, from its inventory.
 pub fn select(devices: &[DeviceState], spec: &RailSpec) -> Result<RailSelection, RailError> {
     let mut devices: Vec<&DeviceState> = devices.iter().collect();
@@ -190,6 +209,7 @@ pub fn select(devices: &[DeviceState], spec: &RailSpec) -> Result<RailSelection,
         link_layer: p.link_layer.clone(),
         rate_gbps: p.rate_gbps(),
         numa_node: d.numa_node.filter(|&n| n >= 0),
+        port_guid: ib_port_guid(p),
     };
     match spec {
         RailSpec::Named(names) => {
@@ -544,6 +564,34 @@ mod tests {
             ["rail 5 mlx5_5:1 at 200 Gb/s, most ranks' rail 5 at 400 Gb/s"]
         );
         assert!(findings(&[]).is_empty());
+    }
+
+    #[test]
+    fn an_infiniband_rail_carries_its_port_guid_from_gid_0() {
+        use crate::fabric::ports::GidEntry;
+        let gid = |index: u32, gid: &str| GidEntry {
+            index,
+            gid: gid.into(),
+            ..GidEntry::default()
+        };
+        let mut devices = eight_ndr();
+        let m0 = devices.iter_mut().find(|d| d.name == "mlx5_0").unwrap();
+        m0.ports[0].gids = vec![
+            gid(0, "fe80:0000:0000:0000:0c42:a103:0010:0001"),
+            gid(1, "fe80:0000:0000:0000:0c42:a103:0010:0099"),
+        ];
+        let s = select(&devices, &RailSpec::Auto).unwrap();
+        assert_eq!(s.rails[0].port_guid, Some(0x0c42_a103_0010_0001));
+        assert_eq!(s.rails[1].port_guid, None, "no GID table read");
+        // RoCE: the GID is an address, not a port GUID.
+        let mut roce = eight_ndr();
+        let eth = roce.iter_mut().find(|d| d.name == "mlx5_10").unwrap();
+        eth.ports[0].gids = vec![gid(0, "fe80:0000:0000:0000:0e42:a1ff:fe10:0001")];
+        let named = select(&roce, &parse_spec("mlx5_10").unwrap()).unwrap();
+        assert_eq!(named.rails[0].port_guid, None);
+        // An identity from before the field still reads.
+        let old = r#"{"device":"mlx5_0","port":1,"active":true}"#;
+        assert_eq!(serde_json::from_str::<Rail>(old).unwrap().port_guid, None);
     }
 
     #[test]

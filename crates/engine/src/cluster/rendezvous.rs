@@ -663,6 +663,7 @@ mod tests {
             link_layer: Some("InfiniBand".into()),
             rate_gbps: Some(400.0),
             numa_node: Some(0),
+            port_guid: None,
         };
         let mut too_many = id(2, "c");
         too_many.rails = vec![rail("mlx5_0"); MAX_RAILS + 1];
