@@ -1,7 +1,8 @@
 //! What rank 0 writes: before the first round the plan ([`plan_line`]);
 //! at the end, from the measurements and their verdicts, one line per
 //! node and per failed direction for
-//! stdout ([`node_lines`], [`failure_lines`]), the records of
+//! stdout ([`switch_lines`] first, with a topology; [`node_lines`],
+//! [`failure_lines`]), the records of
 //! `pairs.jsonl` ([`pair_records`], streamed to a writer by
 //! [`write_pairs`]) and `summary.json` ([`summary`]), and the Prometheus
 //! text of `metrics.prom` ([`metrics`]: bounded, whatever the run's
@@ -10,6 +11,7 @@
 
 use serde::Serialize;
 
+use super::localise::SwitchFinding;
 use super::schedule::{Pattern, Rank, Rounds};
 use super::verdict::{
     Blame, ClusterVerdict, Measurement, NodeStatus, NodeVerdict, Outcome, RailVerdict, Reason,
@@ -172,6 +174,13 @@ pub struct PairRecord<'a> {
     pub reasons: &'a [Reason],
     /// Whose fault a failure is.
     pub blame: Blame,
+    /// With [`Blame::Switch`], the leaf switch named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub switch: Option<&'a str>,
+    /// With [`Blame::Switch`] on the uplinks between two leaves, the
+    /// other.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub switch_peer: Option<&'a str>,
 }
 
 /// The records of `pairs.jsonl`, in the measurements' order, one at a
@@ -184,21 +193,26 @@ pub fn pair_records<'a>(
     measurements
         .iter()
         .zip(&verdict.directions)
-        .map(move |(m, d)| PairRecord {
-            round: m.round,
-            rail: m.rail,
-            src_rank: m.from,
-            src_host: names.host(m.from),
-            dst_rank: m.to,
-            dst_host: names.host(m.to),
-            src_device: names.rail_device(m.from, m.judged_rail()),
-            dst_device: names.rail_device(m.to, m.judged_rail()),
-            outcome: &m.outcome,
-            min_bw_gbps: d.min_bw_gbps,
-            pass: d.pass,
-            peer_missing: d.peer_missing,
-            reasons: &d.reasons,
-            blame: d.blame,
+        .map(move |(m, d)| {
+            let switch = d.switch_finding().and_then(|i| verdict.switches.get(i));
+            PairRecord {
+                round: m.round,
+                rail: m.rail,
+                src_rank: m.from,
+                src_host: names.host(m.from),
+                dst_rank: m.to,
+                dst_host: names.host(m.to),
+                src_device: names.rail_device(m.from, m.judged_rail()),
+                dst_device: names.rail_device(m.to, m.judged_rail()),
+                outcome: &m.outcome,
+                min_bw_gbps: d.min_bw_gbps,
+                pass: d.pass,
+                peer_missing: d.peer_missing,
+                reasons: &d.reasons,
+                blame: d.blame,
+                switch: switch.map(|f| f.name.as_str()),
+                switch_peer: switch.and_then(|f| f.peer_name.as_deref()),
+            }
         })
 }
 
@@ -374,6 +388,10 @@ pub struct Summary<'a> {
     pub nodes: Vec<NodeRecord<'a>>,
     /// The ranks that never arrived or died.
     pub missing_ranks: Vec<Rank>,
+    /// With a topology, the leaf switches named (findings, then notes):
+    /// absent without one.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub switches: &'a [SwitchFinding],
     /// The rounds judged slow (congestion).
     pub slow_rounds: Vec<&'a RoundVerdict>,
     /// The cluster's best bandwidth, Gb/s.
@@ -418,12 +436,27 @@ pub fn summary<'a>(
             .filter(|n| n.status == NodeStatus::Missing)
             .map(|n| n.rank)
             .collect(),
+        switches: &verdict.switches,
         slow_rounds: verdict.rounds.iter().filter(|r| r.slow).collect(),
         best_bw_gbps: verdict.best_bw_gbps,
         rail_best_bw_gbps: &verdict.rail_best_bw_gbps,
         min_lat_us: verdict.min_lat_us,
         duration_s,
     }
+}
+
+/// One line per leaf switch named, for stdout before the nodes', e.g.
+/// `SWITCH leaf leaf3, rail 0: 64 of 64 cross-leaf directions failed,
+/// ...: suspect its uplinks` (findings first, then notes: `NOTE leaf
+/// ...: its uplinks cannot be told from its nodes`). None without a
+/// topology.
+pub fn switch_lines(verdict: &ClusterVerdict) -> Vec<String> {
+    let mut found: Vec<&SwitchFinding> = verdict.switches.iter().collect();
+    found.sort_by_key(|f| !f.fails());
+    found
+        .into_iter()
+        .map(|f| format!("{} {}", f.word(), f.message))
+        .collect()
 }
 
 /// One line per node for stdout, e.g. `rank 2 node-c: FAIL 3 of 3 pairs
@@ -442,8 +475,15 @@ pub fn node_lines(verdict: &ClusterVerdict, roster: Roster<'_>) -> Vec<String> {
             if n.status != NodeStatus::Missing {
                 line.push_str(&format!(" {} of {} pairs failed", n.failed, n.pairs));
                 if n.status == NodeStatus::Pass && n.failed > 0 {
-                    // Each with a failing node: that node's finding.
-                    line.push_str(" (with a failing node)");
+                    // Each with a failing node or across a named switch:
+                    // that node's or that switch's finding.
+                    line.push_str(match (n.switch_failed, n.failed) {
+                        (0, _) => " (with a failing node)",
+                        (s, f) if s == f => " (across a failing switch)",
+                        _ => " (with a failing node or across a failing switch)",
+                    });
+                } else if n.switch_failed > 0 {
+                    line.push_str(&format!(" ({} across a failing switch)", n.switch_failed));
                 }
                 if let Some(w) = n.worst_bw_gbps {
                     line.push_str(&format!(", worst {} Gb/s", gbps(w)));
@@ -523,6 +563,10 @@ pub fn failure_lines(
                         .collect::<Vec<_>>()
                         .join(" and ")
                 ),
+                Blame::Switch => match d.switch_finding().and_then(|i| verdict.switches.get(i)) {
+                    Some(f) => format!("SWITCH {}", f.what()),
+                    None => "SWITCH".into(),
+                },
                 _ => "LINK".into(),
             };
             let why: Vec<String> = d
@@ -552,6 +596,12 @@ pub fn failure_lines(
         })
         .collect()
 }
+
+/// At most this many leaf switches (leaf and rail) have series in
+/// `metrics.prom`, findings first: at 16,384 nodes under 512 leaves on 8
+/// rails, 4,096 would be a tenth of the per-node series; the cap keeps a
+/// topology of thousands of one-node leaves from doubling the file.
+pub const PROM_MAX_SWITCHES: usize = 1_024;
 
 /// How many of the worst directions `metrics.prom` carries by default
 /// (`--prom-worst`): as many as the Grafana panel's `bottomk(10, ...)`
@@ -802,6 +852,7 @@ pub fn metrics(
             );
         }
     }
+    switch_metrics(&mut e, verdict);
     let missing = verdict
         .nodes
         .iter()
@@ -852,6 +903,91 @@ pub fn metrics(
         e.sample(name, help, MetricType::Gauge, &[], value);
     }
     e
+}
+
+/// `metrics.prom`'s per-switch series, with a topology (none without):
+/// every leaf judged on each rail (up to [`PROM_MAX_SWITCHES`], those
+/// named first), its verdict, its cross- and intra-leaf directions and
+/// failures, its slowest cross-leaf direction; and how many leaves were
+/// named and judged.
+fn switch_metrics(e: &mut Exposition, verdict: &ClusterVerdict) {
+    if verdict.leaves.is_empty() {
+        return;
+    }
+    let finding = |i: Option<u32>| i.and_then(|i| verdict.switches.get(i as usize));
+    let mut leaves: Vec<_> = verdict.leaves.iter().collect();
+    leaves.sort_by_key(|l| {
+        (
+            !finding(l.finding).is_some_and(SwitchFinding::fails),
+            l.rail,
+        )
+    });
+    for l in leaves.into_iter().take(PROM_MAX_SWITCHES) {
+        let rail = l.rail.to_string();
+        let labels = [("switch", l.name.as_str()), ("rail", rail.as_str())];
+        let f = finding(l.finding);
+        let word = f.map_or("PASS", SwitchFinding::word);
+        e.sample(
+            "rdmaperf_cluster_switch_pass",
+            "1 when a leaf switch was not named on a rail (its cross-leaf directions passed, or its nodes are to blame), 0 when its uplinks are suspect; the verdict word (PASS, SWITCH, NOTE) in `verdict`.",
+            MetricType::Gauge,
+            &[labels[0], labels[1], ("verdict", word)],
+            f64::from(u8::from(!f.is_some_and(SwitchFinding::fails))),
+        );
+        let counts = [
+            (
+                "rdmaperf_cluster_switch_nodes",
+                "Ranks whose port on a rail sits under a leaf switch.",
+                l.nodes,
+            ),
+            (
+                "rdmaperf_cluster_switch_cross_directions",
+                "Directions judged between a leaf switch's nodes and other leaves' on a rail.",
+                l.cross_measured,
+            ),
+            (
+                "rdmaperf_cluster_switch_cross_failed_directions",
+                "Of a leaf switch's cross-leaf directions, how many failed.",
+                l.cross_failed,
+            ),
+            (
+                "rdmaperf_cluster_switch_intra_directions",
+                "Directions judged between two nodes under the same leaf switch on a rail.",
+                l.intra_measured,
+            ),
+            (
+                "rdmaperf_cluster_switch_intra_failed_directions",
+                "Of a leaf switch's intra-leaf directions, how many failed.",
+                l.intra_failed,
+            ),
+        ];
+        for (name, help, value) in counts {
+            e.sample(name, help, MetricType::Gauge, &labels, value as f64);
+        }
+        if let Some(w) = l.worst_cross_bw_gbps {
+            e.sample(
+                "rdmaperf_cluster_switch_worst_cross_bandwidth_gbps",
+                "The lowest bandwidth of a leaf switch's cross-leaf directions on a rail, Gb/s.",
+                MetricType::Gauge,
+                &labels,
+                w,
+            );
+        }
+    }
+    e.sample(
+        "rdmaperf_cluster_switches_named",
+        "Leaf switches (leaf and rail) whose uplinks the verdicts name; each fails the run.",
+        MetricType::Gauge,
+        &[],
+        verdict.switches.iter().filter(|f| f.fails()).count() as f64,
+    );
+    e.sample(
+        "rdmaperf_cluster_switches_judged",
+        "Leaf switches (leaf and rail) with a judged direction (per-switch series: at most 1024, those named first).",
+        MetricType::Gauge,
+        &[],
+        verdict.leaves.len() as f64,
+    );
 }
 
 #[cfg(test)]
