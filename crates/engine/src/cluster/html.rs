@@ -149,9 +149,14 @@ pub fn page_with_layout(
     let _ = write!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>rdmaperf cluster: {verdict_word}, {size} ranks</title>\n<style>{CSS}</style>\n</head>\n<body>\n\
+         <title>rdmaperf cluster: {verdict_word}, {size} ranks</title>\n<style>{CSS}{}</style>\n</head>\n<body>\n\
          <h1>rdmaperf cluster: <span class=\"{}\">{verdict_word}</span></h1>\n\
          <p class=\"facts\">{} &middot; {} &middot; {:.1} s &middot; exit code {}</p>\n",
+        if placement.is_some() || !verdict.switches.is_empty() {
+            CSS_GROUPS
+        } else {
+            ""
+        },
         verdict_word.to_ascii_lowercase(),
         escape(facts.plan),
         escape(facts.test),
@@ -190,8 +195,10 @@ th{background:#f3f3f3}.facts{color:#555}svg{display:block;margin:.5em 0 1.5em}\
 svg text{font-size:10px;fill:#444}rect.failed{stroke:#b42318;stroke-width:2}\
 .legend span{display:inline-block;padding:0 6px;margin-right:6px;border:1px solid #999}\
 .rail{display:inline-block;vertical-align:top;margin-right:2em}h3{font-size:1.05em;margin:.3em 0}\
-img.matrix{display:block;image-rendering:pixelated;border:1px solid #ccc;margin:.5em 0 1.5em}\
-.beside{display:flex;flex-wrap:wrap;gap:2em;align-items:flex-start}\
+img.matrix{display:block;image-rendering:pixelated;border:1px solid #ccc;margin:.5em 0 1.5em}";
+
+/// The groups' and the switch findings' style, with a topology.
+const CSS_GROUPS: &str = ".beside{display:flex;flex-wrap:wrap;gap:2em;align-items:flex-start}\
 line.group-boundary{stroke:#222;stroke-width:1}svg text.group{font-weight:bold;fill:#222}\
 .overlay{position:relative}.overlay svg{position:absolute;left:0;top:0;margin:0}\
 ul#switches li.switch{color:#b42318;font-weight:bold}.overlay img.matrix{margin:0}";
@@ -1098,7 +1105,6 @@ pub fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::schedule::Rank;
     use crate::cluster::verdict::{Thresholds, judge};
 
     /// Each matrix cell's sender, receiver and class.
@@ -1393,5 +1399,148 @@ mod tests {
         assert!(p.contains("<rect class=\"node fail\" data-rank=\"7\""));
         assert!(p.matches("<tr><td>").count() >= WORST_LISTED);
         assert!(p.len() < 4 << 20, "{} bytes", p.len());
+    }
+
+    /// Sixteen ranks under four leaves, rank r under leaf r % 4 (so the
+    /// group order is not the rank order), leaf 2's uplinks slow.
+    fn interleaved(n: u32, leaves: u32) -> (Vec<Measurement>, ClusterVerdict, LeafLayout) {
+        use crate::cluster::localise::fabricate::*;
+        let layout = LeafLayout {
+            switch_names: (0..leaves).map(|i| format!("leaf{i}")).collect(),
+            group_names: (0..leaves).map(|i| format!("g{i}<b>")).collect(),
+            leaf_of: (0..n).map(|r| vec![Some(r % leaves)]).collect(),
+            group_of: (0..n).map(|r| r % leaves).collect(),
+        };
+        let ms = measure(&all_pairs_rounds(n), 1, slow_uplinks(&layout, 2, 0, 40.0));
+        let v = crate::cluster::verdict::judge_with_layout(
+            n,
+            &[],
+            &ms,
+            &Thresholds::default(),
+            &[],
+            Some(&layout),
+        );
+        (ms, v, layout)
+    }
+
+    #[test]
+    fn with_a_topology_the_switch_finding_is_first_and_the_matrix_is_ordered_by_group() {
+        let (ms, v, layout) = interleaved(16, 4);
+        assert_eq!(v.switches.len(), 1);
+        let hosts: Vec<Option<String>> = (0..16).map(|r| Some(format!("node-{r}"))).collect();
+        let roster = Roster {
+            rails: &[],
+            hosts: &hosts,
+            devices: &[],
+        };
+        let p = page_with_layout(&ms, &v, roster, facts(), Some(&layout));
+        let at = |needle: &str| p.find(needle).unwrap_or_else(|| panic!("{needle} in {p}"));
+        // The finding first, before the matrix.
+        assert!(at("<h2>Switch findings: 1</h2>") < at("<svg id=\"matrix\""));
+        assert!(p.contains("<li class=\"switch\">SWITCH leaf leaf2, rail 0: "));
+        // The run fails, every node passes.
+        assert!(p.contains("<span class=\"fail\">FAIL</span>"));
+        assert_eq!(p.matches("<tr class=\"pass\">").count(), 16);
+        // Ordered by group then host: rank 4 (g0, node-4) is the second
+        // column: 120 px of bands and labels, 28 px a cell.
+        let cells: Vec<&str> = p
+            .lines()
+            .filter(|l| l.starts_with("<rect class=\"cell "))
+            .collect();
+        assert_eq!(cells.len(), 16 * 15);
+        assert!(
+            cells
+                .iter()
+                .any(|l| l
+                    .contains("data-src=\"0\" data-dst=\"4\" data-rail=\"0\" x=\"148\" y=\"56\"")),
+            "{cells:#?}"
+        );
+        // Group boundaries (3 between 4 groups, both ways) and labels,
+        // escaped.
+        assert_eq!(p.matches("<line class=\"group-boundary\"").count(), 6 + 6);
+        assert!(p.contains("<g class=\"group-label\" data-group=\"g2&lt;b&gt;\"><title>group g2&lt;b&gt; (4 ranks)</title>"));
+        assert!(!p.contains("<b>"));
+        // Beside it, the group matrix: 4 × 4 cells, leaf 2's cross cells
+        // failed, the diagonal (within each group) passed.
+        assert!(at("<svg id=\"matrix\"") < at("<svg id=\"groups-rail-0\""));
+        let group_cells: Vec<&str> = p
+            .lines()
+            .filter(|l| l.starts_with("<rect class=\"group-cell"))
+            .collect();
+        assert_eq!(group_cells.len(), 16);
+        for l in &group_cells {
+            let src2 = l.contains("data-src-group=\"g2&lt;b&gt;\"");
+            let dst2 = l.contains("data-dst-group=\"g2&lt;b&gt;\"");
+            assert_eq!(
+                l.starts_with("<rect class=\"group-cell failed\""),
+                src2 != dst2,
+                "{l}"
+            );
+        }
+        assert!(p.contains(
+            "g2&lt;b&gt; -&gt; g0&lt;b&gt;, rail 0: median 40.00 Gb/s over 16 directions, 16 failed"
+        ));
+        // The node table: a group column, rows in the matrix's order.
+        assert!(p.contains("<tr><th>group</th><th>rank</th>"));
+        let rows: Vec<&str> = p
+            .lines()
+            .filter(|l| l.starts_with("<tr class=\"pass\">"))
+            .collect();
+        assert!(rows[0].starts_with("<tr class=\"pass\"><td>g0&lt;b&gt;</td><td>0</td>"));
+        assert!(rows[1].starts_with("<tr class=\"pass\"><td>g0&lt;b&gt;</td><td>4</td>"));
+        // The failed directions say whose.
+        assert!(p.contains("<td>SWITCH leaf leaf2</td>"));
+        assert!(!p.contains("http"));
+        // Without a topology: the page as before.
+        assert_eq!(
+            page_with_layout(&ms, &v, roster, facts(), None),
+            page(&ms, &v, roster, facts())
+        );
+        let blind = judge(16, &[], &ms, &Thresholds::default());
+        let plain = page(&ms, &blind, roster, facts());
+        assert!(!plain.contains("Switch findings") && !plain.contains("group"));
+    }
+
+    #[test]
+    fn a_large_job_with_a_topology_orders_its_image_and_draws_the_boundaries_over_it() {
+        let (ms, v, layout) = interleaved(200, 8);
+        let p = page_with_layout(&ms, &v, NO_NAMES, facts(), Some(&layout));
+        assert!(p.contains("<h2>Switch findings: 1</h2>"));
+        assert!(p.contains("<svg class=\"group-boundaries\""));
+        // Over the image and in the group matrix: 7 between 8 groups, both
+        // ways.
+        assert_eq!(
+            p.matches("<line class=\"group-boundary\"").count(),
+            2 * 7 * 2
+        );
+        assert!(p.contains(
+            "<p class=\"legend group-list\">groups, in order: g0&lt;b&gt; (25), g1&lt;b&gt; (25),"
+        ));
+        assert!(p.contains("<svg id=\"groups-rail-0\" class=\"group-matrix\""));
+        // The pixels follow the order: leaf 2's ranks are positions
+        // 50..75, its cross directions failed, within it passed.
+        let placement = Placement::new(&layout, 200, NO_NAMES);
+        let px = matrix_pixels(&ms, &v, 0, 1, 200, Some(&placement));
+        for (i, &c) in px.iter().enumerate() {
+            let (row, col) = (i / 200, i % 200);
+            let in2 = |x: usize| (50..75).contains(&x);
+            let want = if row == col {
+                c == PX_EMPTY
+            } else if in2(row) != in2(col) {
+                c > PX_MISSING && c < PX_ERROR
+            } else {
+                (1..PX_MISSING).contains(&c)
+            };
+            assert!(want, "pixel {row},{col}: {c}");
+        }
+        // The strip follows the order too: rank 2 (g2's first) at
+        // position 50, 12 px a cell.
+        assert!(p.contains("<rect class=\"node pass\" data-rank=\"2\" x=\"600\" y=\"0\""));
+        // More groups than the drawn group matrix takes: an image.
+        let (ms, v, layout) = interleaved(130, 65);
+        let p = page_with_layout(&ms, &v, NO_NAMES, facts(), Some(&layout));
+        assert!(p.contains("<img id=\"groups-rail-0\" class=\"matrix group-matrix\""));
+        assert!(p.contains(" and 1 more</p>"));
+        assert!(!p.contains("http"));
     }
 }

@@ -631,3 +631,534 @@ pub(crate) fn localise(
         explained,
     }
 }
+
+/// Fabricated fabrics and runs for the tests (here, the report's and the
+/// page's).
+#[cfg(test)]
+pub(crate) mod fabricate {
+    use super::*;
+
+    /// A fat tree: `groups[i]` ranks under leaf i (`leaf{i}`, its group
+    /// `g{i}`), ranks numbered in order, each of `rails` rails under the
+    /// node's leaf.
+    pub fn fat_tree(groups: &[usize], rails: usize) -> LeafLayout {
+        let mut layout = LeafLayout {
+            switch_names: (0..groups.len()).map(|i| format!("leaf{i}")).collect(),
+            group_names: (0..groups.len()).map(|i| format!("g{i}")).collect(),
+            ..LeafLayout::default()
+        };
+        for (i, &n) in groups.iter().enumerate() {
+            for _ in 0..n {
+                layout.leaf_of.push(vec![Some(i as u32); rails]);
+                layout.group_of.push(i as u32);
+            }
+        }
+        layout
+    }
+
+    /// Each group's ranks, in order.
+    pub fn members(groups: &[usize]) -> Vec<Vec<Rank>> {
+        let mut next = 0;
+        groups
+            .iter()
+            .map(|&n| {
+                let m: Vec<Rank> = (next..next + n as Rank).collect();
+                next += n as Rank;
+                m
+            })
+            .collect()
+    }
+
+    /// A `leaves`-like schedule: round 0 pairs the ranks within each
+    /// group; then the circle method over the groups (at most
+    /// `max_cross` of its rounds), the ranks of two groups met one to
+    /// one (the smaller group's count).
+    pub fn leaves_rounds(members: &[Vec<Rank>], max_cross: usize) -> Vec<Vec<(Rank, Rank)>> {
+        let intra = members
+            .iter()
+            .flat_map(|m| m.chunks_exact(2).map(|p| (p[0], p[1])))
+            .collect();
+        let mut rounds = vec![intra];
+        let g = members.len() + members.len() % 2;
+        for k in 0..(g - 1).min(max_cross) {
+            let mut pairs = Vec::new();
+            let mut meet = |a: usize, b: usize| {
+                if let (Some(x), Some(y)) = (members.get(a), members.get(b)) {
+                    pairs.extend(x.iter().zip(y).map(|(&p, &q)| (p, q)));
+                }
+            };
+            meet(g - 1, k);
+            for i in 1..g / 2 {
+                meet((k + i) % (g - 1), (k + g - 1 - i) % (g - 1));
+            }
+            rounds.push(pairs);
+        }
+        rounds
+    }
+
+    /// All pairs of `size` ranks by the circle method.
+    pub fn all_pairs_rounds(size: u32) -> Vec<Vec<(Rank, Rank)>> {
+        crate::cluster::schedule::all_pairs(size)
+            .unwrap()
+            .rounds
+            .iter()
+            .map(|r| r.pairs.iter().map(|p| (p.client, p.server)).collect())
+            .collect()
+    }
+
+    /// Both directions of every pair of every round on each of `rails`
+    /// rails, at `bw(round, rail, from, to)` Gb/s.
+    pub fn measure(
+        rounds: &[Vec<(Rank, Rank)>],
+        rails: u32,
+        bw: impl Fn(u32, u32, Rank, Rank) -> f64,
+    ) -> Vec<Measurement> {
+        let mut out = Vec::new();
+        for (round, pairs) in rounds.iter().enumerate() {
+            for rail in 0..rails {
+                for &(a, b) in pairs {
+                    for (from, to) in [(a, b), (b, a)] {
+                        out.push(Measurement {
+                            round: round as u32,
+                            from,
+                            to,
+                            rail,
+                            outcome: Outcome::Measured {
+                                bw_gbps: bw(round as u32, rail, from, to),
+                                msg_rate_mpps: None,
+                                lat_us: None,
+                                latency: None,
+                            },
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// `slow` Gb/s for a direction whose ranks sit under different leaves
+    /// on `rail` with one of them `leaf`, else 100.
+    pub fn slow_uplinks(
+        layout: &LeafLayout,
+        leaf: u32,
+        on_rail: u32,
+        slow: f64,
+    ) -> impl Fn(u32, u32, Rank, Rank) -> f64 + '_ {
+        move |_, rail, from, to| {
+            let (a, b) = (layout.leaf(from, rail), layout.leaf(to, rail));
+            if rail == on_rail && a != b && (a == Some(leaf) || b == Some(leaf)) {
+                slow
+            } else {
+                100.0
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fabricate::*;
+    use super::*;
+    use crate::cluster::verdict::{
+        Blame, ClusterVerdict, NodeStatus, Thresholds, judge, judge_with_layout,
+    };
+
+    fn judged(size: u32, ms: &[Measurement], layout: &LeafLayout) -> ClusterVerdict {
+        judge_with_layout(size, &[], ms, &Thresholds::default(), &[], Some(layout))
+    }
+
+    fn statuses(v: &ClusterVerdict) -> Vec<NodeStatus> {
+        v.nodes.iter().map(|n| n.status).collect()
+    }
+
+    /// Four leaves of four ranks, the `leaves`-like schedule (one intra
+    /// round, three cross rounds).
+    fn four_by_four() -> (LeafLayout, Vec<Vec<(Rank, Rank)>>) {
+        let groups = [4, 4, 4, 4];
+        (fat_tree(&groups, 1), leaves_rounds(&members(&groups), 99))
+    }
+
+    #[test]
+    fn a_slow_uplink_names_its_leaf_and_its_nodes_pass() {
+        let (layout, rounds) = four_by_four();
+        let ms = measure(&rounds, 1, slow_uplinks(&layout, 2, 0, 40.0));
+        // Without a topology, the leaf's four nodes fail: 3 of 4 pairs.
+        let blind = judge(16, &[], &ms, &Thresholds::default());
+        assert_eq!(
+            blind
+                .nodes
+                .iter()
+                .filter(|n| n.status == NodeStatus::Fail)
+                .map(|n| n.rank)
+                .collect::<Vec<_>>(),
+            [8, 9, 10, 11]
+        );
+        let v = judged(16, &ms, &layout);
+        assert_eq!(statuses(&v), [NodeStatus::Pass; 16]);
+        assert_eq!(v.switches.len(), 1, "{:#?}", v.switches);
+        let f = &v.switches[0];
+        assert_eq!(
+            (f.kind, f.name.as_str(), f.rail, f.nodes),
+            (SwitchKind::Uplinks, "leaf2", 0, 4)
+        );
+        assert_eq!(
+            (
+                f.cross_measured,
+                f.cross_failed,
+                f.intra_measured,
+                f.intra_failed
+            ),
+            (24, 24, 4, 0)
+        );
+        assert_eq!(f.worst_bw_gbps, Some(40.0));
+        assert_eq!(
+            f.message,
+            "leaf leaf2, rail 0: 24 of 24 cross-leaf directions failed, worst: \
+             40.00 Gb/s < 0.93 × best 100.00 Gb/s; its nodes pass within the leaf \
+             (4 of 4 directions passed): suspect its uplinks"
+        );
+        // The run fails (exit 3) though every node passes.
+        assert!(!v.pass());
+        assert_eq!(v.exit_code(), 3);
+        for (m, d) in ms.iter().zip(&v.directions) {
+            let crossing = (layout.leaf(m.from, 0) == Some(2)) != (layout.leaf(m.to, 0) == Some(2));
+            assert_eq!(d.pass, !crossing, "{m:?}");
+            if crossing {
+                assert_eq!((d.blame, d.switch_finding()), (Blame::Switch, Some(0)));
+                assert!(d.blamed_ranks.is_empty());
+            } else {
+                assert_eq!(d.blame, Blame::None);
+            }
+        }
+        // Its nodes: 3 of 4 pairs failed, all across it; the others met
+        // it once.
+        assert_eq!(
+            (
+                v.nodes[8].pairs,
+                v.nodes[8].failed,
+                v.nodes[8].switch_failed
+            ),
+            (4, 3, 3)
+        );
+        assert_eq!((v.nodes[0].failed, v.nodes[0].switch_failed), (1, 1));
+        assert!(v.rounds.iter().all(|r| !r.slow));
+        // Every leaf's figures, for metrics.prom.
+        assert_eq!(v.leaves.len(), 4);
+        assert_eq!(v.leaves[2].finding, Some(0));
+        assert_eq!(
+            (v.leaves[0].cross_measured, v.leaves[0].cross_failed),
+            (24, 8)
+        );
+    }
+
+    #[test]
+    fn a_slow_node_stays_a_node_finding() {
+        let (layout, rounds) = four_by_four();
+        let ms = measure(
+            &rounds,
+            1,
+            |_, _, from, to| {
+                if from == 5 || to == 5 { 40.0 } else { 100.0 }
+            },
+        );
+        let v = judged(16, &ms, &layout);
+        assert!(v.switches.is_empty(), "{:#?}", v.switches);
+        let mut want = [NodeStatus::Pass; 16];
+        want[5] = NodeStatus::Fail;
+        assert_eq!(statuses(&v), want);
+        assert!(
+            v.directions
+                .iter()
+                .all(|d| d.pass || (d.blame == Blame::Node && d.blamed_ranks == [5]))
+        );
+    }
+
+    #[test]
+    fn one_slow_pair_stays_a_link() {
+        let (layout, rounds) = four_by_four();
+        // Ranks 0 and 4 meet in a cross round.
+        assert!(
+            rounds[1..]
+                .iter()
+                .flatten()
+                .any(|&p| p == (0, 4) || p == (4, 0))
+        );
+        let ms = measure(&rounds, 1, |_, _, from, to| {
+            if (from.min(to), from.max(to)) == (0, 4) {
+                40.0
+            } else {
+                100.0
+            }
+        });
+        let v = judged(16, &ms, &layout);
+        assert!(v.switches.is_empty());
+        assert_eq!(v.nodes[0].status, NodeStatus::LinkFailures);
+        assert_eq!(v.nodes[4].status, NodeStatus::LinkFailures);
+        assert!(
+            v.directions
+                .iter()
+                .all(|d| d.pass || d.blame == Blame::Link)
+        );
+    }
+
+    #[test]
+    fn a_slow_spine_wide_round_stays_a_slow_round() {
+        let (layout, rounds) = four_by_four();
+        let ms = measure(
+            &rounds,
+            1,
+            |round, _, _, _| {
+                if round == 2 { 60.0 } else { 100.0 }
+            },
+        );
+        let v = judged(16, &ms, &layout);
+        assert!(v.switches.is_empty(), "{:#?}", v.switches);
+        assert!(v.pass());
+        assert_eq!(
+            v.rounds
+                .iter()
+                .filter(|r| r.slow)
+                .map(|r| r.round)
+                .collect::<Vec<_>>(),
+            [2]
+        );
+        // The whole spine slow, every cross round: no reference, no leaf
+        // named; the cross rounds are slow rounds.
+        let ms = measure(
+            &rounds,
+            1,
+            |round, _, _, _| {
+                if round > 0 { 60.0 } else { 100.0 }
+            },
+        );
+        let v = judged(16, &ms, &layout);
+        assert!(v.switches.is_empty(), "{:#?}", v.switches);
+        assert_eq!(v.rounds.iter().filter(|r| r.slow).count(), 3);
+        assert!(v.pass());
+    }
+
+    #[test]
+    fn two_leaves_name_the_uplinks_between_them_once() {
+        for per_leaf in [2, 4] {
+            let groups = [per_leaf, per_leaf];
+            let layout = fat_tree(&groups, 1);
+            let rounds = leaves_rounds(&members(&groups), 99);
+            assert_eq!(rounds.len(), 2);
+            let ms = measure(&rounds, 1, slow_uplinks(&layout, 0, 0, 30.0));
+            let n = 2 * per_leaf as u32;
+            let v = judged(n, &ms, &layout);
+            assert_eq!(v.switches.len(), 1, "{:#?}", v.switches);
+            let f = &v.switches[0];
+            assert_eq!(f.kind, SwitchKind::UplinksBetween);
+            assert_eq!(f.what(), "the uplinks between leaf0 and leaf1");
+            assert_eq!(
+                (f.cross_measured, f.cross_failed, f.intra_measured, f.nodes),
+                (2 * per_leaf, 2 * per_leaf, 2 * per_leaf, 2 * per_leaf)
+            );
+            assert!(f.message.starts_with(&format!(
+                "the uplinks between leaf0 and leaf1, rail 0: {0} of {0} directions between the two leaves failed",
+                2 * per_leaf
+            )), "{}", f.message);
+            assert!(v.nodes.iter().all(|n| n.status == NodeStatus::Pass));
+            assert_eq!(v.exit_code(), 3);
+            // Both leaves point at the one finding.
+            assert_eq!(
+                v.leaves.iter().map(|l| l.finding).collect::<Vec<_>>(),
+                [Some(0), Some(0)]
+            );
+            assert!(v.rounds.iter().all(|r| !r.slow));
+        }
+    }
+
+    #[test]
+    fn all_pairs_with_a_topology_names_the_leaf_too() {
+        let groups = [4, 4, 4];
+        let layout = fat_tree(&groups, 1);
+        let ms = measure(&all_pairs_rounds(12), 1, slow_uplinks(&layout, 1, 0, 50.0));
+        let v = judged(12, &ms, &layout);
+        assert_eq!(v.switches.len(), 1, "{:#?}", v.switches);
+        assert_eq!(
+            (v.switches[0].name.as_str(), v.switches[0].kind),
+            ("leaf1", SwitchKind::Uplinks)
+        );
+        // 4 nodes × 8 partners in other leaves × 2 directions.
+        assert_eq!(
+            (v.switches[0].cross_measured, v.switches[0].intra_measured),
+            (64, 12)
+        );
+        assert_eq!(statuses(&v), [NodeStatus::Pass; 12]);
+    }
+
+    #[test]
+    fn two_slow_leaves_of_four_are_both_named_and_the_others_not() {
+        let (layout, rounds) = four_by_four();
+        let ms = measure(&rounds, 1, |_, _, from, to| {
+            let (a, b) = (layout.leaf(from, 0).unwrap(), layout.leaf(to, 0).unwrap());
+            if a != b && (a <= 1 || b <= 1) {
+                40.0
+            } else {
+                100.0
+            }
+        });
+        let v = judged(16, &ms, &layout);
+        let mut names: Vec<&str> = v.switches.iter().map(|f| f.name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["leaf0", "leaf1"], "{:#?}", v.switches);
+        assert!(v.switches.iter().all(|f| f.kind == SwitchKind::Uplinks));
+        assert_eq!(statuses(&v), [NodeStatus::Pass; 16]);
+    }
+
+    #[test]
+    fn a_rail_optimised_fabric_names_the_leaf_on_its_own_rail_only() {
+        // Four scalable units of four nodes, two rails: rail k of each
+        // unit's nodes under the unit's leaf k (`su{u}-rail{k}`).
+        let mut layout = LeafLayout::default();
+        for u in 0..4 {
+            for k in 0..2 {
+                layout.switch_names.push(format!("su{u}-rail{k}"));
+            }
+            layout.group_names.push(format!("su{u}"));
+        }
+        for r in 0..16u32 {
+            let u = r / 4;
+            layout.leaf_of.push(vec![Some(u * 2), Some(u * 2 + 1)]);
+            layout.group_of.push(u);
+        }
+        let rounds = leaves_rounds(&members(&[4, 4, 4, 4]), 99);
+        // su2's rail-1 leaf (index 5) has slow uplinks; its rail 0 not.
+        let ms = measure(&rounds, 2, slow_uplinks(&layout, 5, 1, 20.0));
+        let v = judged(16, &ms, &layout);
+        assert_eq!(v.switches.len(), 1, "{:#?}", v.switches);
+        assert_eq!(
+            (v.switches[0].name.as_str(), v.switches[0].rail),
+            ("su2-rail1", 1)
+        );
+        assert!(
+            v.switches[0]
+                .message
+                .starts_with("leaf su2-rail1, rail 1: 24 of 24")
+        );
+        assert_eq!(statuses(&v), [NodeStatus::Pass; 16]);
+        assert!(
+            v.nodes
+                .iter()
+                .all(|n| n.rails.iter().all(|r| r.status == NodeStatus::Pass))
+        );
+        assert_eq!(v.nodes[9].rails[1].switch_failed, 3);
+        // Rail 0's directions all passed; rail 1's crossing su2's leaf
+        // are the finding's.
+        for (m, d) in ms.iter().zip(&v.directions) {
+            assert_eq!(d.blame == Blame::Switch, !d.pass, "{m:?}");
+            if !d.pass {
+                assert_eq!((m.rail, d.switch_finding()), (1, Some(0)));
+            }
+        }
+        assert_eq!(v.leaves.len(), 8);
+    }
+
+    #[test]
+    fn a_leaf_with_no_pair_inside_cannot_be_told_from_its_node_a_note() {
+        // Leaf 3 holds one rank (12), slow both ways: no intra evidence.
+        let groups = [4, 4, 4, 1];
+        let layout = fat_tree(&groups, 1);
+        let ms = measure(&all_pairs_rounds(13), 1, slow_uplinks(&layout, 3, 0, 40.0));
+        let v = judged(13, &ms, &layout);
+        assert_eq!(v.switches.len(), 1, "{:#?}", v.switches);
+        let f = &v.switches[0];
+        assert_eq!((f.kind, f.name.as_str()), (SwitchKind::Unresolved, "leaf3"));
+        assert!(!f.fails());
+        assert!(f.message.ends_with(
+            "no pair within the leaf was measured: its uplinks cannot be told from its nodes, \
+             which are judged as usual"
+        ));
+        // Its node is judged as without a topology.
+        let blind = judge(13, &[], &ms, &Thresholds::default());
+        assert_eq!(statuses(&v), statuses(&blind));
+        assert_eq!(v.nodes[12].status, NodeStatus::Fail);
+        assert!(v.directions.iter().all(|d| d.blame != Blame::Switch));
+    }
+
+    #[test]
+    fn without_a_layout_or_with_unknown_leaves_the_verdicts_are_unchanged() {
+        let (layout, rounds) = four_by_four();
+        let ms = measure(&rounds, 1, slow_uplinks(&layout, 2, 0, 40.0));
+        let blind = judge(16, &[], &ms, &Thresholds::default());
+        let none = judge_with_layout(16, &[], &ms, &Thresholds::default(), &[], None);
+        assert_eq!(blind, none);
+        // Leaves out of range, or no leaf: no evidence.
+        let unknown = LeafLayout {
+            switch_names: vec!["x".into()],
+            leaf_of: vec![vec![Some(7)]; 16],
+            ..LeafLayout::default()
+        };
+        let v = judged(16, &ms, &unknown);
+        assert_eq!(v.nodes, blind.nodes);
+        assert!(v.switches.is_empty() && v.leaves.is_empty());
+    }
+
+    #[test]
+    fn the_page_order_is_by_group_then_host_with_digits_as_numbers() {
+        assert_eq!(natural_cmp("node-9", "node-10"), Ordering::Less);
+        assert_eq!(natural_cmp("node-010", "node-10"), Ordering::Greater);
+        assert_eq!(natural_cmp("a2b3", "a2b03"), Ordering::Less);
+        assert_eq!(natural_cmp("a", "ab"), Ordering::Less);
+        let layout = LeafLayout {
+            group_names: vec!["g0".into(), "g1".into()],
+            group_of: vec![1, 0, 1, 0, 9],
+            ..LeafLayout::default()
+        };
+        let hosts = ["n10", "n2", "n9", "n1", "n0"];
+        assert_eq!(
+            layout.order(5, |r| hosts[r as usize].into()),
+            [3, 1, 2, 0, 4]
+        );
+        assert_eq!(layout.group_name(layout.group(4)), "unknown");
+    }
+
+    /// The issue's scale: 16,384 ranks in leaves of 32 on one rail, one
+    /// intra round and four cross rounds; leaf 7's uplinks slow. Timed
+    /// (`cargo test --release -p rdmaperf-engine at_16384 -- --nocapture`
+    /// prints the figures; no time asserted).
+    #[test]
+    fn at_16384_ranks_one_slow_leaf_is_named_and_none_of_its_nodes_failed() {
+        let groups = vec![32; 512];
+        let layout = fat_tree(&groups, 1);
+        let rounds = leaves_rounds(&members(&groups), 4);
+        let ms = measure(&rounds, 1, slow_uplinks(&layout, 7, 0, 45.0));
+        assert_eq!(ms.len(), 5 * 16_384);
+        let started = std::time::Instant::now();
+        let v = judged(16_384, &ms, &layout);
+        let took = started.elapsed();
+        let blind_started = std::time::Instant::now();
+        let blind = judge(16_384, &[], &ms, &Thresholds::default());
+        let blind_took = blind_started.elapsed();
+        eprintln!(
+            "16,384 ranks, {} directions: judged with the layout in {took:?}, without in {blind_took:?}",
+            ms.len()
+        );
+        assert_eq!(v.switches.len(), 1, "{:#?}", v.switches);
+        let f = &v.switches[0];
+        assert_eq!((f.name.as_str(), f.kind), ("leaf7", SwitchKind::Uplinks));
+        // 32 nodes × 4 cross rounds × 2 directions; 16 intra pairs × 2.
+        assert_eq!(
+            (
+                f.cross_measured,
+                f.cross_failed,
+                f.intra_measured,
+                f.intra_failed
+            ),
+            (256, 256, 32, 0)
+        );
+        assert!(v.nodes.iter().all(|n| n.status == NodeStatus::Pass));
+        // Without the layout, leaf 7's 32 nodes fail.
+        assert_eq!(
+            blind
+                .nodes
+                .iter()
+                .filter(|n| n.status == NodeStatus::Fail)
+                .count(),
+            32
+        );
+    }
+}

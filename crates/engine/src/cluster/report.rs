@@ -363,6 +363,10 @@ pub struct NodeRecord<'a> {
     pub pairs: usize,
     /// Of those, how many failed.
     pub failed: usize,
+    /// Of those, how many failed only across a named leaf switch (that
+    /// switch's finding); absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub switch_failed: usize,
     /// Pairs whose peer was missing.
     pub peer_missing: usize,
     /// Its lowest bandwidth, Gb/s.
@@ -373,6 +377,11 @@ pub struct NodeRecord<'a> {
     pub rail_findings: &'a [String],
     /// With more than one rail, its verdict on each.
     pub rails: &'a [RailVerdict],
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// `summary.json`: the run's verdict as a whole.
@@ -423,6 +432,7 @@ pub fn summary<'a>(
                 verdict: n.status.word(),
                 pairs: n.pairs,
                 failed: n.failed,
+                switch_failed: n.switch_failed,
                 peer_missing: n.peer_missing,
                 worst_bw_gbps: n.worst_bw_gbps,
                 port_errors: &n.port_errors,
@@ -1269,5 +1279,220 @@ mod tests {
         );
         assert_eq!(span(2.0 * 5_115.0), "2 h 51 min");
         assert_eq!(span(523_776.0 * 5.0), "30.3 days");
+    }
+
+    /// Four leaves of four ranks (`node-R`), the leaves-like schedule,
+    /// leaf 2's uplinks at 40 Gb/s: measurements, the layout, the hosts.
+    fn slow_leaf() -> (
+        Vec<Measurement>,
+        crate::cluster::localise::LeafLayout,
+        Vec<Option<String>>,
+    ) {
+        use crate::cluster::localise::fabricate::*;
+        let groups = [4, 4, 4, 4];
+        let layout = fat_tree(&groups, 1);
+        let rounds = leaves_rounds(&members(&groups), 99);
+        let ms = measure(&rounds, 1, slow_uplinks(&layout, 2, 0, 40.0));
+        let hosts = (0..16).map(|r| Some(format!("node-{r}"))).collect();
+        (ms, layout, hosts)
+    }
+
+    fn judged_with(
+        ms: &[Measurement],
+        layout: Option<&crate::cluster::localise::LeafLayout>,
+    ) -> ClusterVerdict {
+        crate::cluster::verdict::judge_with_layout(16, &[], ms, &Thresholds::default(), &[], layout)
+    }
+
+    #[test]
+    fn a_switch_finding_comes_first_on_stdout_and_its_nodes_pass() {
+        let (ms, layout, hosts) = slow_leaf();
+        let v = judged_with(&ms, Some(&layout));
+        let roster = Roster {
+            rails: &[],
+            hosts: &hosts,
+            devices: &[],
+        };
+        assert_eq!(
+            switch_lines(&v),
+            [
+                "SWITCH leaf leaf2, rail 0: 24 of 24 cross-leaf directions failed, worst: \
+              40.00 Gb/s < 0.93 × best 100.00 Gb/s; its nodes pass within the leaf \
+              (4 of 4 directions passed): suspect its uplinks"
+            ]
+        );
+        let nodes = node_lines(&v, roster);
+        assert_eq!(
+            nodes[8],
+            "rank 8 node-8: PASS 3 of 4 pairs failed (across a failing switch), worst 40.00 Gb/s"
+        );
+        assert_eq!(
+            nodes[0],
+            "rank 0 node-0: PASS 1 of 4 pairs failed (across a failing switch), worst 40.00 Gb/s"
+        );
+        let failures = failure_lines(&ms, &v, roster);
+        assert_eq!(failures.len(), 24);
+        assert!(
+            failures
+                .iter()
+                .all(|l| l.contains(": SWITCH leaf leaf2: 40.00 Gb/s < 0.93")),
+            "{failures:#?}"
+        );
+        // Without a topology: no switch line, the leaf's nodes FAIL.
+        let blind = judged_with(&ms, None);
+        assert!(switch_lines(&blind).is_empty());
+        assert!(
+            node_lines(&blind, roster)[8].starts_with("rank 8 node-8: FAIL 3 of 4 pairs failed")
+        );
+    }
+
+    #[test]
+    fn summary_json_lists_the_switches_and_pairs_jsonl_names_the_switch() {
+        let (ms, layout, hosts) = slow_leaf();
+        let roster = Roster {
+            rails: &[],
+            hosts: &hosts,
+            devices: &[],
+        };
+        let v = judged_with(&ms, Some(&layout));
+        let text = serde_json::to_string_pretty(&summary(&v, roster, 3.0)).unwrap();
+        let s: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            (s["pass"].clone(), s["exit_code"].clone()),
+            (false.into(), 3.into())
+        );
+        let sw = &s["switches"];
+        assert_eq!(sw.as_array().unwrap().len(), 1, "{sw:#}");
+        assert_eq!(sw[0]["kind"], "uplinks");
+        assert_eq!(sw[0]["name"], "leaf2");
+        assert_eq!(sw[0]["rail"], 0);
+        assert_eq!(sw[0]["nodes"], 4);
+        assert_eq!(sw[0]["cross_measured"], 24);
+        assert_eq!(sw[0]["cross_failed"], 24);
+        assert_eq!(sw[0]["intra_measured"], 4);
+        assert_eq!(sw[0]["intra_failed"], 0);
+        assert_eq!(sw[0]["worst_bw_gbps"], 40.0);
+        assert!(
+            sw[0]["message"]
+                .as_str()
+                .unwrap()
+                .ends_with("suspect its uplinks")
+        );
+        assert!(sw[0].get("peer_name").is_none());
+        assert!(
+            s["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|n| n["verdict"] == "PASS")
+        );
+        assert_eq!(s["nodes"][8]["switch_failed"], 3);
+        assert!(s["nodes"][4].get("switch_failed").is_some());
+        // pairs.jsonl: the switch's directions name it.
+        let names = Names::new(roster, 16, 1);
+        let mut out = Vec::new();
+        write_pairs(&mut out, &ms, &v, &names).unwrap();
+        let records: Vec<serde_json::Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let switched: Vec<_> = records.iter().filter(|r| r["blame"] == "switch").collect();
+        assert_eq!(switched.len(), 24);
+        assert!(
+            switched
+                .iter()
+                .all(|r| r["switch"] == "leaf2" && r.get("switch_peer").is_none())
+        );
+        assert!(
+            records
+                .iter()
+                .filter(|r| r["blame"] != "switch")
+                .all(|r| r.get("switch").is_none())
+        );
+        // Without a topology the summary has no switches and no node
+        // a switch count: today's file.
+        let blind = judged_with(&ms, None);
+        let s = serde_json::to_value(summary(&blind, roster, 3.0)).unwrap();
+        assert!(s.get("switches").is_none());
+        assert!(
+            s["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|n| n.get("switch_failed").is_none())
+        );
+    }
+
+    #[test]
+    fn metrics_carry_a_series_set_per_leaf_and_rail_the_named_first_and_capped() {
+        let (ms, layout, hosts) = slow_leaf();
+        let roster = Roster {
+            rails: &[],
+            hosts: &hosts,
+            devices: &[],
+        };
+        let v = judged_with(&ms, Some(&layout));
+        let text = metrics(&ms, &v, &Names::new(roster, 16, 1), 1.0, 4).render();
+        for line in [
+            "# TYPE rdmaperf_cluster_switch_pass gauge\n",
+            "rdmaperf_cluster_switch_pass{switch=\"leaf2\",rail=\"0\",verdict=\"SWITCH\"} 0\n",
+            "rdmaperf_cluster_switch_pass{switch=\"leaf0\",rail=\"0\",verdict=\"PASS\"} 1\n",
+            "rdmaperf_cluster_switch_cross_directions{switch=\"leaf2\",rail=\"0\"} 24\n",
+            "rdmaperf_cluster_switch_cross_failed_directions{switch=\"leaf2\",rail=\"0\"} 24\n",
+            "rdmaperf_cluster_switch_cross_failed_directions{switch=\"leaf0\",rail=\"0\"} 8\n",
+            "rdmaperf_cluster_switch_intra_directions{switch=\"leaf2\",rail=\"0\"} 4\n",
+            "rdmaperf_cluster_switch_intra_failed_directions{switch=\"leaf2\",rail=\"0\"} 0\n",
+            "rdmaperf_cluster_switch_nodes{switch=\"leaf2\",rail=\"0\"} 4\n",
+            "rdmaperf_cluster_switch_worst_cross_bandwidth_gbps{switch=\"leaf2\",rail=\"0\"} 40\n",
+            "rdmaperf_cluster_switches_named 1\n",
+            "rdmaperf_cluster_switches_judged 4\n",
+            "rdmaperf_cluster_pass 0\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        // Without a topology: no switch series at all.
+        let blind = judged_with(&ms, None);
+        let text = metrics(&ms, &blind, &Names::new(roster, 16, 1), 1.0, 4).render();
+        assert!(!text.contains("rdmaperf_cluster_switch"), "{text}");
+    }
+
+    #[test]
+    fn more_leaves_than_the_cap_keep_the_named_one() {
+        use crate::cluster::localise::fabricate::*;
+        // 1,100 leaves of two ranks; the slow one beyond the cap in
+        // switch order.
+        let groups = vec![2; 1_100];
+        let layout = fat_tree(&groups, 1);
+        let ms = measure(
+            &leaves_rounds(&members(&groups), 2),
+            1,
+            slow_uplinks(&layout, 1_050, 0, 40.0),
+        );
+        let v = crate::cluster::verdict::judge_with_layout(
+            2_200,
+            &[],
+            &ms,
+            &Thresholds::default(),
+            &[],
+            Some(&layout),
+        );
+        assert_eq!(v.switches.len(), 1, "{:#?}", v.switches);
+        let roster = Roster {
+            rails: &[],
+            hosts: &[],
+            devices: &[],
+        };
+        let text = metrics(&ms, &v, &Names::new(roster, 2_200, 1), 1.0, 0).render();
+        let pass_lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("rdmaperf_cluster_switch_pass{"))
+            .collect();
+        assert_eq!(pass_lines.len(), PROM_MAX_SWITCHES);
+        assert_eq!(
+            pass_lines[0],
+            "rdmaperf_cluster_switch_pass{switch=\"leaf1050\",rail=\"0\",verdict=\"SWITCH\"} 0"
+        );
+        assert!(text.contains("rdmaperf_cluster_switches_judged 1100\n"));
     }
 }
