@@ -19,10 +19,18 @@
 //! draws a passing direction red. A failed direction is also outlined;
 //! a direction with its peer missing is grey, one that ran to an error
 //! is black. Every text from a peer is escaped.
+//!
+//! With a topology ([`page_with_layout`]): the leaf switches named come
+//! first; the matrices, the node strip and the node table are ordered by
+//! group then host, the groups' boundaries drawn and labelled; and beside
+//! each rail's matrix a group × group matrix, each cell the median
+//! bandwidth from one group to another on that rail.
 
 use std::fmt::Write as _;
 
+use super::localise::LeafLayout;
 use super::report::Roster;
+use super::schedule::Rank;
 use super::verdict::{Blame, ClusterVerdict, Measurement, NodeStatus, Outcome};
 
 /// Largest job drawn as a full matrix (128 × 127 cells, ~3 MB with their
@@ -36,6 +44,10 @@ pub const WORST_LISTED: usize = 100;
 /// a pixel is a direction; above it, a pixel is the worst direction of a
 /// block of ranks (4 MB of pixels a rail before compression).
 pub const MATRIX_MAX_PIXELS: usize = 2_048;
+
+/// Most groups drawn as a group × group matrix of titled cells; above, an
+/// image, a pixel per pair of groups.
+pub const GROUP_MATRIX_MAX_CELLS: usize = 64;
 
 /// What the page shows besides the verdicts.
 #[derive(Debug, Clone, Copy)]
@@ -55,29 +67,111 @@ pub fn page(
     roster: Roster<'_>,
     facts: PageFacts<'_>,
 ) -> String {
+    page_with_layout(measurements, verdict, roster, facts, None)
+}
+
+/// Where each rank is drawn, with a topology: by group, then host.
+#[derive(Debug, Clone, PartialEq)]
+struct Placement {
+    /// Per rank, its position (row and column).
+    pos: Vec<usize>,
+    /// Per rank, its group's index in `groups`.
+    span_of: Vec<usize>,
+    /// The groups in drawing order.
+    groups: Vec<GroupSpan>,
+}
+
+/// A group's run of positions.
+#[derive(Debug, Clone, PartialEq)]
+struct GroupSpan {
+    start: usize,
+    len: usize,
+    name: String,
+}
+
+impl Placement {
+    fn new(layout: &LeafLayout, size: usize, roster: Roster<'_>) -> Self {
+        let order = layout.order(size as u32, |r| roster.host(r));
+        let mut pos = vec![0; size];
+        let mut span_of = vec![0; size];
+        let mut groups: Vec<GroupSpan> = Vec::new();
+        let mut last: Option<Option<u32>> = None;
+        for (at, &r) in order.iter().enumerate() {
+            let g = layout.group(r);
+            if last != Some(g) {
+                groups.push(GroupSpan {
+                    start: at,
+                    len: 0,
+                    name: layout.group_name(g),
+                });
+                last = Some(g);
+            }
+            if let Some(s) = groups.last_mut() {
+                s.len += 1;
+            }
+            pos[r as usize] = at;
+            span_of[r as usize] = groups.len() - 1;
+        }
+        Self {
+            pos,
+            span_of,
+            groups,
+        }
+    }
+
+    /// Rank r's position (its own number when out of range).
+    fn at(&self, r: Rank) -> usize {
+        self.pos.get(r as usize).copied().unwrap_or(r as usize)
+    }
+}
+
+/// Rank r's position: its place in `placement`, or its rank.
+fn position(placement: Option<&Placement>, r: Rank) -> usize {
+    placement.map_or(r as usize, |p| p.at(r))
+}
+
+/// The page, with where each rank's rails sit (`layout`): the switch
+/// findings first, the matrices ordered by group then host with the
+/// groups' boundaries, a group × group matrix beside each rail's.
+/// `None`: exactly [`page`].
+pub fn page_with_layout(
+    measurements: &[Measurement],
+    verdict: &ClusterVerdict,
+    roster: Roster<'_>,
+    facts: PageFacts<'_>,
+    layout: Option<&LeafLayout>,
+) -> String {
     let size = verdict.nodes.len();
+    let placement = layout.map(|l| Placement::new(l, size, roster));
+    let placement = placement.as_ref();
     let mut h = String::with_capacity(64 * 1024);
     let verdict_word = if verdict.pass() { "PASS" } else { "FAIL" };
     let _ = write!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>rdmaperf cluster: {verdict_word}, {size} ranks</title>\n<style>{CSS}</style>\n</head>\n<body>\n\
+         <title>rdmaperf cluster: {verdict_word}, {size} ranks</title>\n<style>{CSS}{}</style>\n</head>\n<body>\n\
          <h1>rdmaperf cluster: <span class=\"{}\">{verdict_word}</span></h1>\n\
          <p class=\"facts\">{} &middot; {} &middot; {:.1} s &middot; exit code {}</p>\n",
+        if placement.is_some() || !verdict.switches.is_empty() {
+            CSS_GROUPS
+        } else {
+            ""
+        },
         verdict_word.to_ascii_lowercase(),
         escape(facts.plan),
         escape(facts.test),
         facts.duration_s,
         verdict.exit_code(),
     );
+    switches(&mut h, verdict);
     if size <= MATRIX_MAX_RANKS {
-        matrices(&mut h, measurements, verdict, roster);
+        matrices(&mut h, measurements, verdict, roster, placement);
     } else {
-        images(&mut h, measurements, verdict, roster);
-        strip(&mut h, verdict, roster);
+        images(&mut h, measurements, verdict, roster, placement);
+        strip(&mut h, verdict, roster, placement);
         worst(&mut h, measurements, verdict, roster);
     }
-    nodes(&mut h, verdict, roster);
+    nodes(&mut h, verdict, roster, layout.zip(placement));
     failures(&mut h, measurements, verdict, roster);
     rounds_and_missing(&mut h, verdict, roster);
     h.push_str("</body>\n</html>\n");
@@ -102,6 +196,12 @@ svg text{font-size:10px;fill:#444}rect.failed{stroke:#b42318;stroke-width:2}\
 .legend span{display:inline-block;padding:0 6px;margin-right:6px;border:1px solid #999}\
 .rail{display:inline-block;vertical-align:top;margin-right:2em}h3{font-size:1.05em;margin:.3em 0}\
 img.matrix{display:block;image-rendering:pixelated;border:1px solid #ccc;margin:.5em 0 1.5em}";
+
+/// The groups' and the switch findings' style, with a topology.
+const CSS_GROUPS: &str = ".beside{display:flex;flex-wrap:wrap;gap:2em;align-items:flex-start}\
+line.group-boundary{stroke:#222;stroke-width:1}svg text.group{font-weight:bold;fill:#222}\
+.overlay{position:relative}.overlay svg{position:absolute;left:0;top:0;margin:0}\
+ul#switches li.switch{color:#b42318;font-weight:bold}.overlay img.matrix{margin:0}";
 
 /// Where a direction on `rail` stands against its verdict: the
 /// bandwidth below which it fails (its absolute floor, or the relative
@@ -207,19 +307,25 @@ fn matrices(
     measurements: &[Measurement],
     verdict: &ClusterVerdict,
     roster: Roster<'_>,
+    placement: Option<&Placement>,
 ) {
     let rails = verdict.rail_count();
     let _ = write!(
         h,
-        "<h2>Bandwidth per direction{}</h2>\n<p class=\"legend\">row: sender, column: receiver; {LEGEND}</p>\n",
+        "<h2>Bandwidth per direction{}</h2>\n<p class=\"legend\">row: sender, column: receiver; {}{LEGEND}</p>\n",
         if rails > 1 {
             format!(", on each of {rails} rails (rail k of the sender met rail k of the receiver)")
         } else {
             String::new()
+        },
+        if placement.is_some() {
+            "ordered by group then host, the groups' boundaries drawn; beside, the median from group to group; "
+        } else {
+            ""
         }
     );
     for rail in 0..rails {
-        matrix(h, measurements, verdict, roster, (rail, rails));
+        matrix(h, measurements, verdict, roster, (rail, rails), placement);
     }
 }
 
@@ -245,6 +351,7 @@ fn matrix(
     verdict: &ClusterVerdict,
     roster: Roster<'_>,
     (rail, rails): (u32, u32),
+    placement: Option<&Placement>,
 ) {
     let n = verdict.nodes.len();
     let cell_px = if n <= 16 {
@@ -254,24 +361,36 @@ fn matrix(
     } else {
         6
     };
-    let margin = 40;
-    let side = margin + n * cell_px + 4;
+    // With groups: a band above and to the left for their names.
+    let (left, top) = if placement.is_some() {
+        (40 + GROUP_BAND_LEFT, 40 + GROUP_BAND_TOP)
+    } else {
+        (40, 40)
+    };
+    let (width, height) = (left + n * cell_px + 4, top + n * cell_px + 4);
     let id = rail_heading(h, roster, rail, rails);
+    if placement.is_some() {
+        h.push_str("<div class=\"beside\">\n");
+    }
     let _ = writeln!(
         h,
-        "<svg id=\"{id}\" class=\"matrix\" data-rail=\"{rail}\" width=\"{side}\" height=\"{side}\" role=\"img\">"
+        "<svg id=\"{id}\" class=\"matrix\" data-rail=\"{rail}\" width=\"{width}\" height=\"{height}\" role=\"img\">"
     );
     if cell_px >= 12 {
-        for r in 0..n {
-            let at = margin + r * cell_px + cell_px / 2;
+        for r in 0..n as Rank {
+            let at = position(placement, r) * cell_px + cell_px / 2;
             let _ = writeln!(
                 h,
-                "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{r}</text><text x=\"{at}\" y=\"{}\" text-anchor=\"middle\">{r}</text>",
-                margin - 4,
-                at + 4,
-                margin - 6
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{r}</text><text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{r}</text>",
+                left - 4,
+                top + at + 4,
+                left + at,
+                top - 6
             );
         }
+    }
+    if let Some(p) = placement {
+        group_marks(h, p, (left, top), cell_px as f64, n * cell_px, true);
     }
     let on_rail = measurements
         .iter()
@@ -284,20 +403,249 @@ fn matrix(
             "<rect class=\"cell {class}\" data-src=\"{}\" data-dst=\"{}\" data-rail=\"{rail}\" x=\"{}\" y=\"{}\" width=\"{w}\" height=\"{w}\" fill=\"{fill}\"><title>{}</title></rect>",
             m.from,
             m.to,
-            margin + m.to as usize * cell_px,
-            margin + m.from as usize * cell_px,
+            left + position(placement, m.to) * cell_px,
+            top + position(placement, m.from) * cell_px,
             escape(&title),
             w = cell_px.saturating_sub(1).max(1),
         );
     }
     h.push_str("</svg>\n");
+    if let Some(p) = placement {
+        group_matrix(h, measurements, verdict, p, rail);
+        h.push_str("</div>\n");
+    }
     if rails > 1 {
         h.push_str("</div>\n");
     }
 }
 
+/// Width of the band left of a matrix for its groups' names, pixels.
+const GROUP_BAND_LEFT: usize = 80;
+/// Height of the band above a matrix for its groups' names, pixels.
+const GROUP_BAND_TOP: usize = 16;
+
+/// The groups' boundaries over a matrix whose cells start at `(left,
+/// top)`, `px` pixels a position, `side` pixels wide: a line between two
+/// groups across the matrix both ways and, with `names`, each group's
+/// name in the bands above and to the left (cut to fit, whole in its
+/// title).
+fn group_marks(
+    h: &mut String,
+    p: &Placement,
+    (left, top): (usize, usize),
+    px: f64,
+    side: usize,
+    names: bool,
+) {
+    for g in &p.groups {
+        let at = g.start as f64 * px;
+        if g.start > 0 {
+            let _ = writeln!(
+                h,
+                "<line class=\"group-boundary\" x1=\"{}\" y1=\"{top}\" x2=\"{}\" y2=\"{}\"/>\
+                 <line class=\"group-boundary\" x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>",
+                left as f64 + at - 0.5,
+                left as f64 + at - 0.5,
+                top + side,
+                top as f64 + at - 0.5,
+                left + side,
+                top as f64 + at - 0.5,
+            );
+        }
+        if names {
+            // About 6 pixels a character at 10 px.
+            let across = ((g.len as f64 * px / 6.0) as usize).max(1);
+            let down = GROUP_BAND_LEFT / 6 - 1;
+            let cut = |max: usize| -> String {
+                let mut t: String = g.name.chars().take(max).collect();
+                if g.name.chars().count() > max {
+                    t.pop();
+                    t.push('…');
+                }
+                t
+            };
+            let _ = writeln!(
+                h,
+                "<g class=\"group-label\" data-group=\"{}\"><title>group {} ({} ranks)</title>\
+                 <text class=\"group\" x=\"{}\" y=\"12\">{}</text>\
+                 <text class=\"group\" x=\"2\" y=\"{}\">{}</text></g>",
+                escape(&g.name),
+                escape(&g.name),
+                g.len,
+                left as f64 + at + 1.0,
+                escape(&cut(across)),
+                top as f64 + at + px.min(12.0),
+                escape(&cut(down)),
+            );
+        }
+    }
+}
+
+/// Each pair of groups' directions on `rail`: (row group, column group)
+/// → their bandwidths (an error as -inf) and how many failed.
+fn group_cells(
+    measurements: &[Measurement],
+    verdict: &ClusterVerdict,
+    p: &Placement,
+    rail: u32,
+) -> Vec<(usize, Option<f64>, usize, usize)> {
+    let g = p.groups.len();
+    let mut bws: Vec<(u32, f32)> = Vec::new();
+    let mut counts = vec![(0usize, 0usize); g * g];
+    let on_rail = measurements
+        .iter()
+        .zip(&verdict.directions)
+        .filter(|(m, d)| m.judged_rail() == rail && !d.peer_missing);
+    for (m, d) in on_rail {
+        let (Some(&a), Some(&b)) = (p.span_of.get(m.from as usize), p.span_of.get(m.to as usize))
+        else {
+            continue;
+        };
+        let cell = a * g + b;
+        counts[cell].0 += 1;
+        counts[cell].1 += usize::from(!d.pass);
+        if let Some(bw) = m.bw() {
+            bws.push((cell as u32, bw as f32));
+        }
+    }
+    bws.sort_unstable_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)));
+    let mut out = Vec::new();
+    let mut at = 0;
+    for (cell, &(n, failed)) in counts.iter().enumerate() {
+        if n == 0 {
+            continue;
+        }
+        let from = at;
+        while at < bws.len() && bws[at].0 as usize == cell {
+            at += 1;
+        }
+        let run = &bws[from..at];
+        let median = (!run.is_empty()).then(|| {
+            let mid = run.len() / 2;
+            if run.len() % 2 == 1 {
+                f64::from(run[mid].1)
+            } else {
+                (f64::from(run[mid - 1].1) + f64::from(run[mid].1)) / 2.0
+            }
+        });
+        out.push((cell, median, n, failed));
+    }
+    out
+}
+
+/// Beside rail `rail`'s matrix: the group × group matrix, each cell the
+/// median bandwidth from the row's group to the column's on that rail,
+/// coloured as a direction at that figure (failed when below the line);
+/// titled cells up to [`GROUP_MATRIX_MAX_CELLS`] groups, an image above.
+fn group_matrix(
+    h: &mut String,
+    measurements: &[Measurement],
+    verdict: &ClusterVerdict,
+    p: &Placement,
+    rail: u32,
+) {
+    let g = p.groups.len();
+    let cells = group_cells(measurements, verdict, p, rail);
+    let line = scale(verdict, rail, None);
+    let _ = writeln!(
+        h,
+        "<div class=\"groups\"><h3>group × group, rail {rail}: median Gb/s</h3>"
+    );
+    if g <= GROUP_MATRIX_MAX_CELLS {
+        let px = if g <= 8 { 28 } else { 12 };
+        let (left, top) = (GROUP_BAND_LEFT, GROUP_BAND_TOP);
+        let side = g * px;
+        let _ = writeln!(
+            h,
+            "<svg id=\"groups-rail-{rail}\" class=\"group-matrix\" data-rail=\"{rail}\" width=\"{}\" height=\"{}\" role=\"img\">",
+            left + side + 4,
+            top + side + 4
+        );
+        let spans = Placement {
+            pos: Vec::new(),
+            span_of: Vec::new(),
+            groups: (0..g)
+                .map(|i| GroupSpan {
+                    start: i,
+                    len: 1,
+                    name: p.groups[i].name.clone(),
+                })
+                .collect(),
+        };
+        group_marks(h, &spans, (left, top), px as f64, side, true);
+        for (cell, median, n, failed) in cells {
+            let (a, b) = (cell / g, cell % g);
+            let fill = match median {
+                Some(mid) => colour(hue(mid, line, mid >= line.0)),
+                None => "#111".into(),
+            };
+            let figure = median.map_or("no figure".into(), |m| {
+                format!("median {} Gb/s", super::verdict::gbps(m))
+            });
+            let _ = writeln!(
+                h,
+                "<rect class=\"group-cell{}\" data-src-group=\"{}\" data-dst-group=\"{}\" x=\"{}\" y=\"{}\" width=\"{w}\" height=\"{w}\" fill=\"{fill}\"><title>{} -&gt; {}, rail {rail}: {figure} over {n} directions, {failed} failed</title></rect>",
+                if failed > 0 { " failed" } else { "" },
+                escape(&p.groups[a].name),
+                escape(&p.groups[b].name),
+                left + b * px,
+                top + a * px,
+                escape(&p.groups[a].name),
+                escape(&p.groups[b].name),
+                w = px - 1,
+            );
+        }
+        h.push_str("</svg>\n");
+    } else {
+        let mut pixels = vec![PX_EMPTY; g * g];
+        for (cell, median, _, _) in cells {
+            pixels[cell] = match median {
+                Some(mid) => level(mid, line, mid >= line.0),
+                None => PX_ERROR,
+            };
+        }
+        let png = super::png::indexed(g as u32, g as u32, &palette(), &pixels);
+        let shown = g * 600usize.div_ceil(g).max(1);
+        let _ = writeln!(
+            h,
+            "<img id=\"groups-rail-{rail}\" class=\"matrix group-matrix\" data-rail=\"{rail}\" \
+             width=\"{shown}\" height=\"{shown}\" alt=\"rail {rail}: {g} × {g} groups\" \
+             src=\"data:image/png;base64,{}\">",
+            data_base64(&png)
+        );
+    }
+    h.push_str("</div>\n");
+}
+
+/// The switch findings, first on the page (none without a topology).
+fn switches(h: &mut String, verdict: &ClusterVerdict) {
+    if verdict.switches.is_empty() {
+        return;
+    }
+    let lines = super::report::switch_lines(verdict);
+    let named = verdict.switches.iter().filter(|f| f.fails()).count();
+    let _ = writeln!(
+        h,
+        "<h2>Switch findings: {named}</h2>\n<p class=\"legend\">a leaf whose cross-leaf directions failed while its nodes passed among themselves: its uplinks, not its nodes</p>\n<ul id=\"switches\">"
+    );
+    for l in lines {
+        let class = if l.starts_with("SWITCH") {
+            "switch"
+        } else {
+            "note"
+        };
+        let _ = writeln!(h, "<li class=\"{class}\">{}</li>", escape(&l));
+    }
+    h.push_str("</ul>\n");
+}
+
 /// The large form's node strip: one cell per node, its verdict's colour.
-fn strip(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
+fn strip(
+    h: &mut String,
+    verdict: &ClusterVerdict,
+    roster: Roster<'_>,
+    placement: Option<&Placement>,
+) {
     let n = verdict.nodes.len();
     let per_row = 64;
     let px = 12;
@@ -321,12 +669,13 @@ fn strip(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
             NodeStatus::Missing => "#bbb",
         };
         let r = node.rank as usize;
+        let at = position(placement, node.rank);
         let _ = writeln!(
             h,
             "<rect class=\"node {}\" data-rank=\"{r}\" x=\"{}\" y=\"{}\" width=\"{w}\" height=\"{w}\" fill=\"{fill}\"><title>rank {r} {}: {}, {} of {} pairs failed</title></rect>",
             node.status.word().to_ascii_lowercase(),
-            (r % per_row) * px,
-            (r / per_row) * px,
+            (at % per_row) * px,
+            (at / per_row) * px,
             escape(&roster.host(node.rank)),
             node.status.word(),
             node.failed,
@@ -345,6 +694,7 @@ fn images(
     measurements: &[Measurement],
     verdict: &ClusterVerdict,
     roster: Roster<'_>,
+    placement: Option<&Placement>,
 ) {
     let n = verdict.nodes.len();
     let rails = verdict.rail_count();
@@ -367,9 +717,20 @@ fn images(
         }
     );
     for rail in 0..rails {
-        let pixels = matrix_pixels(measurements, verdict, rail, block, side);
+        let pixels = matrix_pixels(measurements, verdict, rail, block, side, placement);
         let png = super::png::indexed(side as u32, side as u32, &palette(), &pixels);
         let id = rail_heading(h, roster, rail, rails);
+        if let Some(p) = placement {
+            // The groups' boundaries over the image, their names in the
+            // list below it.
+            let _ = writeln!(
+                h,
+                "<div class=\"beside\"><div><div class=\"overlay\" style=\"width:{shown}px;height:{shown}px\">\n\
+                 <svg class=\"group-boundaries\" width=\"{shown}\" height=\"{shown}\" role=\"img\">"
+            );
+            group_marks(h, p, (0, 0), shown as f64 / n as f64, shown, false);
+            h.push_str("</svg>\n");
+        }
         let _ = writeln!(
             h,
             "<img id=\"{id}\" class=\"matrix\" data-rail=\"{rail}\" data-ranks-per-pixel=\"{block}\" \
@@ -377,6 +738,22 @@ fn images(
              src=\"data:image/png;base64,{}\">",
             data_base64(&png)
         );
+        if let Some(p) = placement {
+            h.push_str("</div>\n<p class=\"legend group-list\">groups, in order: ");
+            let listed: Vec<String> = p
+                .groups
+                .iter()
+                .take(GROUP_MATRIX_MAX_CELLS)
+                .map(|g| format!("{} ({})", escape(&g.name), g.len))
+                .collect();
+            h.push_str(&listed.join(", "));
+            if p.groups.len() > GROUP_MATRIX_MAX_CELLS {
+                let _ = write!(h, " and {} more", p.groups.len() - GROUP_MATRIX_MAX_CELLS);
+            }
+            h.push_str("</p></div>\n");
+            group_matrix(h, measurements, verdict, p, rail);
+            h.push_str("</div>\n");
+        }
         if rails > 1 {
             h.push_str("</div>\n");
         }
@@ -417,21 +794,24 @@ fn pixel(m: &Measurement, d: &super::verdict::DirectionVerdict, verdict: &Cluste
     match m.outcome {
         Outcome::PeerMissing => PX_MISSING,
         Outcome::Error { .. } => PX_ERROR,
-        Outcome::Measured { bw_gbps, .. } => {
-            let hue = hue(
-                bw_gbps,
-                scale(verdict, m.judged_rail(), d.min_bw_gbps),
-                d.pass,
-            );
-            if d.pass {
-                // 120 → level 0, 60 → the last.
-                let t = ((120.0 - hue) / 60.0).clamp(0.0, 1.0);
-                1 + (t * f64::from(PASS_LEVELS - 1)).round() as u8
-            } else {
-                let t = ((30.0 - hue) / 30.0).clamp(0.0, 1.0);
-                PX_MISSING + 1 + (t * f64::from(FAIL_LEVELS - 1)).round() as u8
-            }
-        }
+        Outcome::Measured { bw_gbps, .. } => level(
+            bw_gbps,
+            scale(verdict, m.judged_rail(), d.min_bw_gbps),
+            d.pass,
+        ),
+    }
+}
+
+/// A measured figure's palette index against `scale` (as [`hue`]).
+fn level(bw: f64, scale: (f64, f64), pass: bool) -> u8 {
+    let hue = hue(bw, scale, pass);
+    if pass {
+        // 120 → level 0, 60 → the last.
+        let t = ((120.0 - hue) / 60.0).clamp(0.0, 1.0);
+        1 + (t * f64::from(PASS_LEVELS - 1)).round() as u8
+    } else {
+        let t = ((30.0 - hue) / 30.0).clamp(0.0, 1.0);
+        PX_MISSING + 1 + (t * f64::from(FAIL_LEVELS - 1)).round() as u8
     }
 }
 
@@ -442,6 +822,7 @@ fn matrix_pixels(
     rail: u32,
     block: usize,
     side: usize,
+    placement: Option<&Placement>,
 ) -> Vec<u8> {
     let mut px = vec![PX_EMPTY; side * side];
     let on_rail = measurements
@@ -449,7 +830,10 @@ fn matrix_pixels(
         .zip(&verdict.directions)
         .filter(|(m, _)| m.judged_rail() == rail);
     for (m, d) in on_rail {
-        let (row, col) = (m.from as usize / block, m.to as usize / block);
+        let (row, col) = (
+            position(placement, m.from) / block,
+            position(placement, m.to) / block,
+        );
         if row < side && col < side {
             let at = &mut px[row * side + col];
             *at = (*at).max(pixel(m, d, verdict));
@@ -560,13 +944,28 @@ fn worst(
 }
 
 /// The per-node verdict table.
-fn nodes(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
-    h.push_str(
-        "<h2>Node verdicts</h2>\n<table id=\"nodes\">\n<tr><th>rank</th><th>host</th><th>devices (rail 0, 1, ...)</th>\
+fn nodes(
+    h: &mut String,
+    verdict: &ClusterVerdict,
+    roster: Roster<'_>,
+    grouped: Option<(&LeafLayout, &Placement)>,
+) {
+    let _ = writeln!(
+        h,
+        "<h2>Node verdicts</h2>\n<table id=\"nodes\">\n<tr>{}<th>rank</th><th>host</th><th>devices (rail 0, 1, ...)</th>\
          <th>verdict</th><th>pairs failed</th><th>worst Gb/s</th><th>port error counters that rose</th>\
-         <th>rails unlike most ranks'</th><th>rails that failed</th></tr>\n",
+         <th>rails unlike most ranks'</th><th>rails that failed</th></tr>",
+        if grouped.is_some() {
+            "<th>group</th>"
+        } else {
+            ""
+        }
     );
-    for n in &verdict.nodes {
+    let mut order: Vec<&super::verdict::NodeVerdict> = verdict.nodes.iter().collect();
+    if let Some((_, p)) = grouped {
+        order.sort_by_key(|n| p.at(n.rank));
+    }
+    for n in order {
         let rose: Vec<String> = n
             .port_errors
             .iter()
@@ -575,8 +974,12 @@ fn nodes(h: &mut String, verdict: &ClusterVerdict, roster: Roster<'_>) {
         let failed_rails = super::report::failed_rails(n, roster);
         let _ = writeln!(
             h,
-            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr class=\"{}\">{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             n.status.word().to_ascii_lowercase(),
+            grouped.map_or(String::new(), |(l, _)| format!(
+                "<td>{}</td>",
+                escape(&l.group_name(l.group(n.rank)))
+            )),
             n.rank,
             escape(&roster.host(n.rank)),
             escape(&devices_of(roster, n)),
@@ -628,6 +1031,10 @@ fn failures(
                 .map(|r| format!("NODE rank {r}"))
                 .collect::<Vec<_>>()
                 .join(", "),
+            Blame::Switch => match d.switch_finding().and_then(|i| verdict.switches.get(i)) {
+                Some(f) => format!("SWITCH {}", f.what()),
+                None => "SWITCH".into(),
+            },
             _ => "LINK".into(),
         };
         let why: Vec<String> = d.reasons.iter().map(|r| r.line()).collect();
@@ -698,7 +1105,6 @@ pub fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::schedule::Rank;
     use crate::cluster::verdict::{Thresholds, judge};
 
     /// Each matrix cell's sender, receiver and class.
@@ -923,7 +1329,7 @@ mod tests {
         );
         // The pixels: rank 7's row and column failed, the rest passed,
         // the diagonal empty.
-        let px = matrix_pixels(&all, &v, 0, 1, 200);
+        let px = matrix_pixels(&all, &v, 0, 1, 200, None);
         for (i, &c) in px.iter().enumerate() {
             let (row, col) = (i / 200, i % 200);
             let want = if row == col {
@@ -936,7 +1342,7 @@ mod tests {
             assert!(want, "pixel {row},{col}: {c}");
         }
         // Two ranks a pixel: a block is its worst direction.
-        let px = matrix_pixels(&all, &v, 0, 2, 100);
+        let px = matrix_pixels(&all, &v, 0, 2, 100, None);
         assert_eq!(px.len(), 100 * 100);
         for (i, &c) in px.iter().enumerate() {
             let (row, col) = (i / 100, i % 100);
@@ -993,5 +1399,148 @@ mod tests {
         assert!(p.contains("<rect class=\"node fail\" data-rank=\"7\""));
         assert!(p.matches("<tr><td>").count() >= WORST_LISTED);
         assert!(p.len() < 4 << 20, "{} bytes", p.len());
+    }
+
+    /// Sixteen ranks under four leaves, rank r under leaf r % 4 (so the
+    /// group order is not the rank order), leaf 2's uplinks slow.
+    fn interleaved(n: u32, leaves: u32) -> (Vec<Measurement>, ClusterVerdict, LeafLayout) {
+        use crate::cluster::localise::fabricate::*;
+        let layout = LeafLayout {
+            switch_names: (0..leaves).map(|i| format!("leaf{i}")).collect(),
+            group_names: (0..leaves).map(|i| format!("g{i}<b>")).collect(),
+            leaf_of: (0..n).map(|r| vec![Some(r % leaves)]).collect(),
+            group_of: (0..n).map(|r| r % leaves).collect(),
+        };
+        let ms = measure(&all_pairs_rounds(n), 1, slow_uplinks(&layout, 2, 0, 40.0));
+        let v = crate::cluster::verdict::judge_with_layout(
+            n,
+            &[],
+            &ms,
+            &Thresholds::default(),
+            &[],
+            Some(&layout),
+        );
+        (ms, v, layout)
+    }
+
+    #[test]
+    fn with_a_topology_the_switch_finding_is_first_and_the_matrix_is_ordered_by_group() {
+        let (ms, v, layout) = interleaved(16, 4);
+        assert_eq!(v.switches.len(), 1);
+        let hosts: Vec<Option<String>> = (0..16).map(|r| Some(format!("node-{r}"))).collect();
+        let roster = Roster {
+            rails: &[],
+            hosts: &hosts,
+            devices: &[],
+        };
+        let p = page_with_layout(&ms, &v, roster, facts(), Some(&layout));
+        let at = |needle: &str| p.find(needle).unwrap_or_else(|| panic!("{needle} in {p}"));
+        // The finding first, before the matrix.
+        assert!(at("<h2>Switch findings: 1</h2>") < at("<svg id=\"matrix\""));
+        assert!(p.contains("<li class=\"switch\">SWITCH leaf leaf2, rail 0: "));
+        // The run fails, every node passes.
+        assert!(p.contains("<span class=\"fail\">FAIL</span>"));
+        assert_eq!(p.matches("<tr class=\"pass\">").count(), 16);
+        // Ordered by group then host: rank 4 (g0, node-4) is the second
+        // column: 120 px of bands and labels, 28 px a cell.
+        let cells: Vec<&str> = p
+            .lines()
+            .filter(|l| l.starts_with("<rect class=\"cell "))
+            .collect();
+        assert_eq!(cells.len(), 16 * 15);
+        assert!(
+            cells
+                .iter()
+                .any(|l| l
+                    .contains("data-src=\"0\" data-dst=\"4\" data-rail=\"0\" x=\"148\" y=\"56\"")),
+            "{cells:#?}"
+        );
+        // Group boundaries (3 between 4 groups, both ways) and labels,
+        // escaped.
+        assert_eq!(p.matches("<line class=\"group-boundary\"").count(), 6 + 6);
+        assert!(p.contains("<g class=\"group-label\" data-group=\"g2&lt;b&gt;\"><title>group g2&lt;b&gt; (4 ranks)</title>"));
+        assert!(!p.contains("<b>"));
+        // Beside it, the group matrix: 4 × 4 cells, leaf 2's cross cells
+        // failed, the diagonal (within each group) passed.
+        assert!(at("<svg id=\"matrix\"") < at("<svg id=\"groups-rail-0\""));
+        let group_cells: Vec<&str> = p
+            .lines()
+            .filter(|l| l.starts_with("<rect class=\"group-cell"))
+            .collect();
+        assert_eq!(group_cells.len(), 16);
+        for l in &group_cells {
+            let src2 = l.contains("data-src-group=\"g2&lt;b&gt;\"");
+            let dst2 = l.contains("data-dst-group=\"g2&lt;b&gt;\"");
+            assert_eq!(
+                l.starts_with("<rect class=\"group-cell failed\""),
+                src2 != dst2,
+                "{l}"
+            );
+        }
+        assert!(p.contains(
+            "g2&lt;b&gt; -&gt; g0&lt;b&gt;, rail 0: median 40.00 Gb/s over 16 directions, 16 failed"
+        ));
+        // The node table: a group column, rows in the matrix's order.
+        assert!(p.contains("<tr><th>group</th><th>rank</th>"));
+        let rows: Vec<&str> = p
+            .lines()
+            .filter(|l| l.starts_with("<tr class=\"pass\">"))
+            .collect();
+        assert!(rows[0].starts_with("<tr class=\"pass\"><td>g0&lt;b&gt;</td><td>0</td>"));
+        assert!(rows[1].starts_with("<tr class=\"pass\"><td>g0&lt;b&gt;</td><td>4</td>"));
+        // The failed directions say whose.
+        assert!(p.contains("<td>SWITCH leaf leaf2</td>"));
+        assert!(!p.contains("http"));
+        // Without a topology: the page as before.
+        assert_eq!(
+            page_with_layout(&ms, &v, roster, facts(), None),
+            page(&ms, &v, roster, facts())
+        );
+        let blind = judge(16, &[], &ms, &Thresholds::default());
+        let plain = page(&ms, &blind, roster, facts());
+        assert!(!plain.contains("Switch findings") && !plain.contains("group"));
+    }
+
+    #[test]
+    fn a_large_job_with_a_topology_orders_its_image_and_draws_the_boundaries_over_it() {
+        let (ms, v, layout) = interleaved(200, 8);
+        let p = page_with_layout(&ms, &v, NO_NAMES, facts(), Some(&layout));
+        assert!(p.contains("<h2>Switch findings: 1</h2>"));
+        assert!(p.contains("<svg class=\"group-boundaries\""));
+        // Over the image and in the group matrix: 7 between 8 groups, both
+        // ways.
+        assert_eq!(
+            p.matches("<line class=\"group-boundary\"").count(),
+            2 * 7 * 2
+        );
+        assert!(p.contains(
+            "<p class=\"legend group-list\">groups, in order: g0&lt;b&gt; (25), g1&lt;b&gt; (25),"
+        ));
+        assert!(p.contains("<svg id=\"groups-rail-0\" class=\"group-matrix\""));
+        // The pixels follow the order: leaf 2's ranks are positions
+        // 50..75, its cross directions failed, within it passed.
+        let placement = Placement::new(&layout, 200, NO_NAMES);
+        let px = matrix_pixels(&ms, &v, 0, 1, 200, Some(&placement));
+        for (i, &c) in px.iter().enumerate() {
+            let (row, col) = (i / 200, i % 200);
+            let in2 = |x: usize| (50..75).contains(&x);
+            let want = if row == col {
+                c == PX_EMPTY
+            } else if in2(row) != in2(col) {
+                c > PX_MISSING && c < PX_ERROR
+            } else {
+                (1..PX_MISSING).contains(&c)
+            };
+            assert!(want, "pixel {row},{col}: {c}");
+        }
+        // The strip follows the order too: rank 2 (g2's first) at
+        // position 50, 12 px a cell.
+        assert!(p.contains("<rect class=\"node pass\" data-rank=\"2\" x=\"600\" y=\"0\""));
+        // More groups than the drawn group matrix takes: an image.
+        let (ms, v, layout) = interleaved(130, 65);
+        let p = page_with_layout(&ms, &v, NO_NAMES, facts(), Some(&layout));
+        assert!(p.contains("<img id=\"groups-rail-0\" class=\"matrix group-matrix\""));
+        assert!(p.contains(" and 1 more</p>"));
+        assert!(!p.contains("http"));
     }
 }

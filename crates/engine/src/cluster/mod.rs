@@ -41,6 +41,7 @@ pub mod coordinator;
 pub mod hostlist;
 pub mod html;
 pub mod launch;
+pub mod localise;
 pub mod messages;
 pub mod pair_test;
 pub mod png;

@@ -1,7 +1,8 @@
 //! What rank 0 writes: before the first round the plan ([`plan_line`]);
 //! at the end, from the measurements and their verdicts, one line per
 //! node and per failed direction for
-//! stdout ([`node_lines`], [`failure_lines`]), the records of
+//! stdout ([`switch_lines`] first, with a topology; [`node_lines`],
+//! [`failure_lines`]), the records of
 //! `pairs.jsonl` ([`pair_records`], streamed to a writer by
 //! [`write_pairs`]) and `summary.json` ([`summary`]), and the Prometheus
 //! text of `metrics.prom` ([`metrics`]: bounded, whatever the run's
@@ -10,6 +11,7 @@
 
 use serde::Serialize;
 
+use super::localise::SwitchFinding;
 use super::schedule::{Leaves, Pattern, Rank, Rounds};
 use super::verdict::{
     Blame, ClusterVerdict, Measurement, NodeStatus, NodeVerdict, Outcome, RailVerdict, Reason,
@@ -199,6 +201,13 @@ pub struct PairRecord<'a> {
     pub reasons: &'a [Reason],
     /// Whose fault a failure is.
     pub blame: Blame,
+    /// With [`Blame::Switch`], the leaf switch named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub switch: Option<&'a str>,
+    /// With [`Blame::Switch`] on the uplinks between two leaves, the
+    /// other.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub switch_peer: Option<&'a str>,
 }
 
 /// The records of `pairs.jsonl`, in the measurements' order, one at a
@@ -211,21 +220,26 @@ pub fn pair_records<'a>(
     measurements
         .iter()
         .zip(&verdict.directions)
-        .map(move |(m, d)| PairRecord {
-            round: m.round,
-            rail: m.rail,
-            src_rank: m.from,
-            src_host: names.host(m.from),
-            dst_rank: m.to,
-            dst_host: names.host(m.to),
-            src_device: names.rail_device(m.from, m.judged_rail()),
-            dst_device: names.rail_device(m.to, m.judged_rail()),
-            outcome: &m.outcome,
-            min_bw_gbps: d.min_bw_gbps,
-            pass: d.pass,
-            peer_missing: d.peer_missing,
-            reasons: &d.reasons,
-            blame: d.blame,
+        .map(move |(m, d)| {
+            let switch = d.switch_finding().and_then(|i| verdict.switches.get(i));
+            PairRecord {
+                round: m.round,
+                rail: m.rail,
+                src_rank: m.from,
+                src_host: names.host(m.from),
+                dst_rank: m.to,
+                dst_host: names.host(m.to),
+                src_device: names.rail_device(m.from, m.judged_rail()),
+                dst_device: names.rail_device(m.to, m.judged_rail()),
+                outcome: &m.outcome,
+                min_bw_gbps: d.min_bw_gbps,
+                pass: d.pass,
+                peer_missing: d.peer_missing,
+                reasons: &d.reasons,
+                blame: d.blame,
+                switch: switch.map(|f| f.name.as_str()),
+                switch_peer: switch.and_then(|f| f.peer_name.as_deref()),
+            }
         })
 }
 
@@ -376,6 +390,10 @@ pub struct NodeRecord<'a> {
     pub pairs: usize,
     /// Of those, how many failed.
     pub failed: usize,
+    /// Of those, how many failed only across a named leaf switch (that
+    /// switch's finding); absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub switch_failed: usize,
     /// Pairs whose peer was missing.
     pub peer_missing: usize,
     /// Its lowest bandwidth, Gb/s.
@@ -386,6 +404,11 @@ pub struct NodeRecord<'a> {
     pub rail_findings: &'a [String],
     /// With more than one rail, its verdict on each.
     pub rails: &'a [RailVerdict],
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// `summary.json`: the run's verdict as a whole.
@@ -401,6 +424,10 @@ pub struct Summary<'a> {
     pub nodes: Vec<NodeRecord<'a>>,
     /// The ranks that never arrived or died.
     pub missing_ranks: Vec<Rank>,
+    /// With a topology, the leaf switches named (findings, then notes):
+    /// absent without one.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub switches: &'a [SwitchFinding],
     /// The rounds judged slow (congestion).
     pub slow_rounds: Vec<&'a RoundVerdict>,
     /// The cluster's best bandwidth, Gb/s.
@@ -432,6 +459,7 @@ pub fn summary<'a>(
                 verdict: n.status.word(),
                 pairs: n.pairs,
                 failed: n.failed,
+                switch_failed: n.switch_failed,
                 peer_missing: n.peer_missing,
                 worst_bw_gbps: n.worst_bw_gbps,
                 port_errors: &n.port_errors,
@@ -445,12 +473,27 @@ pub fn summary<'a>(
             .filter(|n| n.status == NodeStatus::Missing)
             .map(|n| n.rank)
             .collect(),
+        switches: &verdict.switches,
         slow_rounds: verdict.rounds.iter().filter(|r| r.slow).collect(),
         best_bw_gbps: verdict.best_bw_gbps,
         rail_best_bw_gbps: &verdict.rail_best_bw_gbps,
         min_lat_us: verdict.min_lat_us,
         duration_s,
     }
+}
+
+/// One line per leaf switch named, for stdout before the nodes', e.g.
+/// `SWITCH leaf leaf3, rail 0: 64 of 64 cross-leaf directions failed,
+/// ...: suspect its uplinks` (findings first, then notes: `NOTE leaf
+/// ...: its uplinks cannot be told from its nodes`). None without a
+/// topology.
+pub fn switch_lines(verdict: &ClusterVerdict) -> Vec<String> {
+    let mut found: Vec<&SwitchFinding> = verdict.switches.iter().collect();
+    found.sort_by_key(|f| !f.fails());
+    found
+        .into_iter()
+        .map(|f| format!("{} {}", f.word(), f.message))
+        .collect()
 }
 
 /// One line per node for stdout, e.g. `rank 2 node-c: FAIL 3 of 3 pairs
@@ -469,8 +512,15 @@ pub fn node_lines(verdict: &ClusterVerdict, roster: Roster<'_>) -> Vec<String> {
             if n.status != NodeStatus::Missing {
                 line.push_str(&format!(" {} of {} pairs failed", n.failed, n.pairs));
                 if n.status == NodeStatus::Pass && n.failed > 0 {
-                    // Each with a failing node: that node's finding.
-                    line.push_str(" (with a failing node)");
+                    // Each with a failing node or across a named switch:
+                    // that node's or that switch's finding.
+                    line.push_str(match (n.switch_failed, n.failed) {
+                        (0, _) => " (with a failing node)",
+                        (s, f) if s == f => " (across a failing switch)",
+                        _ => " (with a failing node or across a failing switch)",
+                    });
+                } else if n.switch_failed > 0 {
+                    line.push_str(&format!(" ({} across a failing switch)", n.switch_failed));
                 }
                 if let Some(w) = n.worst_bw_gbps {
                     line.push_str(&format!(", worst {} Gb/s", gbps(w)));
@@ -550,6 +600,10 @@ pub fn failure_lines(
                         .collect::<Vec<_>>()
                         .join(" and ")
                 ),
+                Blame::Switch => match d.switch_finding().and_then(|i| verdict.switches.get(i)) {
+                    Some(f) => format!("SWITCH {}", f.what()),
+                    None => "SWITCH".into(),
+                },
                 _ => "LINK".into(),
             };
             let why: Vec<String> = d
@@ -579,6 +633,12 @@ pub fn failure_lines(
         })
         .collect()
 }
+
+/// At most this many leaf switches (leaf and rail) have series in
+/// `metrics.prom`, findings first: at 16,384 nodes under 512 leaves on 8
+/// rails, 4,096 would be a tenth of the per-node series; the cap keeps a
+/// topology of thousands of one-node leaves from doubling the file.
+pub const PROM_MAX_SWITCHES: usize = 1_024;
 
 /// How many of the worst directions `metrics.prom` carries by default
 /// (`--prom-worst`): as many as the Grafana panel's `bottomk(10, ...)`
@@ -829,6 +889,7 @@ pub fn metrics(
             );
         }
     }
+    switch_metrics(&mut e, verdict);
     let missing = verdict
         .nodes
         .iter()
@@ -879,6 +940,91 @@ pub fn metrics(
         e.sample(name, help, MetricType::Gauge, &[], value);
     }
     e
+}
+
+/// `metrics.prom`'s per-switch series, with a topology (none without):
+/// every leaf judged on each rail (up to [`PROM_MAX_SWITCHES`], those
+/// named first), its verdict, its cross- and intra-leaf directions and
+/// failures, its slowest cross-leaf direction; and how many leaves were
+/// named and judged.
+fn switch_metrics(e: &mut Exposition, verdict: &ClusterVerdict) {
+    if verdict.leaves.is_empty() {
+        return;
+    }
+    let finding = |i: Option<u32>| i.and_then(|i| verdict.switches.get(i as usize));
+    let mut leaves: Vec<_> = verdict.leaves.iter().collect();
+    leaves.sort_by_key(|l| {
+        (
+            !finding(l.finding).is_some_and(SwitchFinding::fails),
+            l.rail,
+        )
+    });
+    for l in leaves.into_iter().take(PROM_MAX_SWITCHES) {
+        let rail = l.rail.to_string();
+        let labels = [("switch", l.name.as_str()), ("rail", rail.as_str())];
+        let f = finding(l.finding);
+        let word = f.map_or("PASS", SwitchFinding::word);
+        e.sample(
+            "rdmaperf_cluster_switch_pass",
+            "1 when a leaf switch was not named on a rail (its cross-leaf directions passed, or its nodes are to blame), 0 when its uplinks are suspect; the verdict word (PASS, SWITCH, NOTE) in `verdict`.",
+            MetricType::Gauge,
+            &[labels[0], labels[1], ("verdict", word)],
+            f64::from(u8::from(!f.is_some_and(SwitchFinding::fails))),
+        );
+        let counts = [
+            (
+                "rdmaperf_cluster_switch_nodes",
+                "Ranks whose port on a rail sits under a leaf switch.",
+                l.nodes,
+            ),
+            (
+                "rdmaperf_cluster_switch_cross_directions",
+                "Directions judged between a leaf switch's nodes and other leaves' on a rail.",
+                l.cross_measured,
+            ),
+            (
+                "rdmaperf_cluster_switch_cross_failed_directions",
+                "Of a leaf switch's cross-leaf directions, how many failed.",
+                l.cross_failed,
+            ),
+            (
+                "rdmaperf_cluster_switch_intra_directions",
+                "Directions judged between two nodes under the same leaf switch on a rail.",
+                l.intra_measured,
+            ),
+            (
+                "rdmaperf_cluster_switch_intra_failed_directions",
+                "Of a leaf switch's intra-leaf directions, how many failed.",
+                l.intra_failed,
+            ),
+        ];
+        for (name, help, value) in counts {
+            e.sample(name, help, MetricType::Gauge, &labels, value as f64);
+        }
+        if let Some(w) = l.worst_cross_bw_gbps {
+            e.sample(
+                "rdmaperf_cluster_switch_worst_cross_bandwidth_gbps",
+                "The lowest bandwidth of a leaf switch's cross-leaf directions on a rail, Gb/s.",
+                MetricType::Gauge,
+                &labels,
+                w,
+            );
+        }
+    }
+    e.sample(
+        "rdmaperf_cluster_switches_named",
+        "Leaf switches (leaf and rail) whose uplinks the verdicts name; each fails the run.",
+        MetricType::Gauge,
+        &[],
+        verdict.switches.iter().filter(|f| f.fails()).count() as f64,
+    );
+    e.sample(
+        "rdmaperf_cluster_switches_judged",
+        "Leaf switches (leaf and rail) with a judged direction (per-switch series: at most 1024, those named first).",
+        MetricType::Gauge,
+        &[],
+        verdict.leaves.len() as f64,
+    );
 }
 
 #[cfg(test)]
@@ -1192,5 +1338,220 @@ mod tests {
              3 cross-group rounds, 12 pairs, about 20 s at 5 s a round"
         );
         assert_eq!(span(523_776.0 * 5.0), "30.3 days");
+    }
+
+    /// Four leaves of four ranks (`node-R`), the leaves-like schedule,
+    /// leaf 2's uplinks at 40 Gb/s: measurements, the layout, the hosts.
+    fn slow_leaf() -> (
+        Vec<Measurement>,
+        crate::cluster::localise::LeafLayout,
+        Vec<Option<String>>,
+    ) {
+        use crate::cluster::localise::fabricate::*;
+        let groups = [4, 4, 4, 4];
+        let layout = fat_tree(&groups, 1);
+        let rounds = leaves_rounds(&members(&groups), 99);
+        let ms = measure(&rounds, 1, slow_uplinks(&layout, 2, 0, 40.0));
+        let hosts = (0..16).map(|r| Some(format!("node-{r}"))).collect();
+        (ms, layout, hosts)
+    }
+
+    fn judged_with(
+        ms: &[Measurement],
+        layout: Option<&crate::cluster::localise::LeafLayout>,
+    ) -> ClusterVerdict {
+        crate::cluster::verdict::judge_with_layout(16, &[], ms, &Thresholds::default(), &[], layout)
+    }
+
+    #[test]
+    fn a_switch_finding_comes_first_on_stdout_and_its_nodes_pass() {
+        let (ms, layout, hosts) = slow_leaf();
+        let v = judged_with(&ms, Some(&layout));
+        let roster = Roster {
+            rails: &[],
+            hosts: &hosts,
+            devices: &[],
+        };
+        assert_eq!(
+            switch_lines(&v),
+            [
+                "SWITCH leaf leaf2, rail 0: 24 of 24 cross-leaf directions failed, worst: \
+              40.00 Gb/s < 0.93 × best 100.00 Gb/s; its nodes pass within the leaf \
+              (4 of 4 directions passed): suspect its uplinks"
+            ]
+        );
+        let nodes = node_lines(&v, roster);
+        assert_eq!(
+            nodes[8],
+            "rank 8 node-8: PASS 3 of 4 pairs failed (across a failing switch), worst 40.00 Gb/s"
+        );
+        assert_eq!(
+            nodes[0],
+            "rank 0 node-0: PASS 1 of 4 pairs failed (across a failing switch), worst 40.00 Gb/s"
+        );
+        let failures = failure_lines(&ms, &v, roster);
+        assert_eq!(failures.len(), 24);
+        assert!(
+            failures
+                .iter()
+                .all(|l| l.contains(": SWITCH leaf leaf2: 40.00 Gb/s < 0.93")),
+            "{failures:#?}"
+        );
+        // Without a topology: no switch line, the leaf's nodes FAIL.
+        let blind = judged_with(&ms, None);
+        assert!(switch_lines(&blind).is_empty());
+        assert!(
+            node_lines(&blind, roster)[8].starts_with("rank 8 node-8: FAIL 3 of 4 pairs failed")
+        );
+    }
+
+    #[test]
+    fn summary_json_lists_the_switches_and_pairs_jsonl_names_the_switch() {
+        let (ms, layout, hosts) = slow_leaf();
+        let roster = Roster {
+            rails: &[],
+            hosts: &hosts,
+            devices: &[],
+        };
+        let v = judged_with(&ms, Some(&layout));
+        let text = serde_json::to_string_pretty(&summary(&v, roster, 3.0)).unwrap();
+        let s: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            (s["pass"].clone(), s["exit_code"].clone()),
+            (false.into(), 3.into())
+        );
+        let sw = &s["switches"];
+        assert_eq!(sw.as_array().unwrap().len(), 1, "{sw:#}");
+        assert_eq!(sw[0]["kind"], "uplinks");
+        assert_eq!(sw[0]["name"], "leaf2");
+        assert_eq!(sw[0]["rail"], 0);
+        assert_eq!(sw[0]["nodes"], 4);
+        assert_eq!(sw[0]["cross_measured"], 24);
+        assert_eq!(sw[0]["cross_failed"], 24);
+        assert_eq!(sw[0]["intra_measured"], 4);
+        assert_eq!(sw[0]["intra_failed"], 0);
+        assert_eq!(sw[0]["worst_bw_gbps"], 40.0);
+        assert!(
+            sw[0]["message"]
+                .as_str()
+                .unwrap()
+                .ends_with("suspect its uplinks")
+        );
+        assert!(sw[0].get("peer_name").is_none());
+        assert!(
+            s["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|n| n["verdict"] == "PASS")
+        );
+        assert_eq!(s["nodes"][8]["switch_failed"], 3);
+        assert!(s["nodes"][4].get("switch_failed").is_some());
+        // pairs.jsonl: the switch's directions name it.
+        let names = Names::new(roster, 16, 1);
+        let mut out = Vec::new();
+        write_pairs(&mut out, &ms, &v, &names).unwrap();
+        let records: Vec<serde_json::Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let switched: Vec<_> = records.iter().filter(|r| r["blame"] == "switch").collect();
+        assert_eq!(switched.len(), 24);
+        assert!(
+            switched
+                .iter()
+                .all(|r| r["switch"] == "leaf2" && r.get("switch_peer").is_none())
+        );
+        assert!(
+            records
+                .iter()
+                .filter(|r| r["blame"] != "switch")
+                .all(|r| r.get("switch").is_none())
+        );
+        // Without a topology the summary has no switches and no node
+        // a switch count: today's file.
+        let blind = judged_with(&ms, None);
+        let s = serde_json::to_value(summary(&blind, roster, 3.0)).unwrap();
+        assert!(s.get("switches").is_none());
+        assert!(
+            s["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|n| n.get("switch_failed").is_none())
+        );
+    }
+
+    #[test]
+    fn metrics_carry_a_series_set_per_leaf_and_rail_the_named_first_and_capped() {
+        let (ms, layout, hosts) = slow_leaf();
+        let roster = Roster {
+            rails: &[],
+            hosts: &hosts,
+            devices: &[],
+        };
+        let v = judged_with(&ms, Some(&layout));
+        let text = metrics(&ms, &v, &Names::new(roster, 16, 1), 1.0, 4).render();
+        for line in [
+            "# TYPE rdmaperf_cluster_switch_pass gauge\n",
+            "rdmaperf_cluster_switch_pass{switch=\"leaf2\",rail=\"0\",verdict=\"SWITCH\"} 0\n",
+            "rdmaperf_cluster_switch_pass{switch=\"leaf0\",rail=\"0\",verdict=\"PASS\"} 1\n",
+            "rdmaperf_cluster_switch_cross_directions{switch=\"leaf2\",rail=\"0\"} 24\n",
+            "rdmaperf_cluster_switch_cross_failed_directions{switch=\"leaf2\",rail=\"0\"} 24\n",
+            "rdmaperf_cluster_switch_cross_failed_directions{switch=\"leaf0\",rail=\"0\"} 8\n",
+            "rdmaperf_cluster_switch_intra_directions{switch=\"leaf2\",rail=\"0\"} 4\n",
+            "rdmaperf_cluster_switch_intra_failed_directions{switch=\"leaf2\",rail=\"0\"} 0\n",
+            "rdmaperf_cluster_switch_nodes{switch=\"leaf2\",rail=\"0\"} 4\n",
+            "rdmaperf_cluster_switch_worst_cross_bandwidth_gbps{switch=\"leaf2\",rail=\"0\"} 40\n",
+            "rdmaperf_cluster_switches_named 1\n",
+            "rdmaperf_cluster_switches_judged 4\n",
+            "rdmaperf_cluster_pass 0\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        // Without a topology: no switch series at all.
+        let blind = judged_with(&ms, None);
+        let text = metrics(&ms, &blind, &Names::new(roster, 16, 1), 1.0, 4).render();
+        assert!(!text.contains("rdmaperf_cluster_switch"), "{text}");
+    }
+
+    #[test]
+    fn more_leaves_than_the_cap_keep_the_named_one() {
+        use crate::cluster::localise::fabricate::*;
+        // 1,100 leaves of two ranks; the slow one beyond the cap in
+        // switch order.
+        let groups = vec![2; 1_100];
+        let layout = fat_tree(&groups, 1);
+        let ms = measure(
+            &leaves_rounds(&members(&groups), 2),
+            1,
+            slow_uplinks(&layout, 1_050, 0, 40.0),
+        );
+        let v = crate::cluster::verdict::judge_with_layout(
+            2_200,
+            &[],
+            &ms,
+            &Thresholds::default(),
+            &[],
+            Some(&layout),
+        );
+        assert_eq!(v.switches.len(), 1, "{:#?}", v.switches);
+        let roster = Roster {
+            rails: &[],
+            hosts: &[],
+            devices: &[],
+        };
+        let text = metrics(&ms, &v, &Names::new(roster, 2_200, 1), 1.0, 0).render();
+        let pass_lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("rdmaperf_cluster_switch_pass{"))
+            .collect();
+        assert_eq!(pass_lines.len(), PROM_MAX_SWITCHES);
+        assert_eq!(
+            pass_lines[0],
+            "rdmaperf_cluster_switch_pass{switch=\"leaf1050\",rail=\"0\",verdict=\"SWITCH\"} 0"
+        );
+        assert!(text.contains("rdmaperf_cluster_switches_judged 1100\n"));
     }
 }

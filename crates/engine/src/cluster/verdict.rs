@@ -25,11 +25,18 @@
 //!   run (sampled by the rank when it joined and with every round's
 //!   report) fails as a node, whatever its figures: the counter-delta
 //!   check of a single run, per node.
+//! - **Switch** (with a [`LeafLayout`]: [`judge_with_layout`]): a leaf
+//!   whose cross-leaf directions mostly failed while its nodes pass
+//!   among themselves is named (the rule: [`super::localise`]); its
+//!   failed cross-leaf directions are its finding ([`Blame::Switch`]),
+//!   left out of the node rule and of the slow rounds, and it fails the
+//!   run though its nodes pass. Without a layout nothing changes.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::localise::{self, LeafLayout, LeafTally, SwitchFinding};
 use super::rails::MAX_RAILS;
 use super::schedule::Rank;
 use crate::fabric::link::CounterRise;
@@ -338,6 +345,9 @@ pub enum Blame {
     Link,
     /// Only relative rules failed, in a slow round: congestion.
     SlowRound,
+    /// A cross-leaf direction of a leaf switch named by the verdicts
+    /// ([`DirectionVerdict::switch_finding`]): its uplinks, not its nodes.
+    Switch,
 }
 
 /// The verdict on one [`Measurement`] (same index). 40 bytes: one is
@@ -353,7 +363,9 @@ pub struct DirectionVerdict {
     pub reasons: Reasons,
     /// Whose fault a failure is.
     pub blame: Blame,
-    /// With [`Blame::Node`], the failing node(s) among its two ranks.
+    /// With [`Blame::Node`], the failing node(s) among its two ranks
+    /// (with [`Blame::Switch`], none: see
+    /// [`DirectionVerdict::switch_finding`]).
     pub blamed_ranks: BlamedRanks,
     /// The absolute floor it was judged against, Gb/s (`--expect-rate`
     /// × `--min-efficiency`; with `auto`, of the slower port), if any.
@@ -371,6 +383,17 @@ impl Default for DirectionVerdict {
             blamed_ranks: BlamedRanks::default(),
             min_bw_gbps: None,
         }
+    }
+}
+
+impl DirectionVerdict {
+    /// With [`Blame::Switch`], the finding it is blamed on: an index into
+    /// [`ClusterVerdict::switches`].
+    pub fn switch_finding(&self) -> Option<usize> {
+        (self.blame == Blame::Switch)
+            .then(|| self.blamed_ranks.switch_finding())
+            .flatten()
+            .map(|i| i as usize)
     }
 }
 
@@ -426,11 +449,15 @@ impl PartialEq<Vec<Reason>> for Reasons {
 }
 
 /// The failing node(s) among a direction's two ranks: at most two, kept
-/// inline (12 bytes, no allocation; a `Vec` is 24 and a heap block).
+/// inline (12 bytes, no allocation; a `Vec` is 24 and a heap block). With
+/// [`Blame::Switch`] it holds no rank but the switch finding's index, in
+/// the same bytes (the verdict stays 40 bytes).
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct BlamedRanks {
     ranks: [Rank; 2],
     len: u8,
+    /// `ranks[0]` is a switch finding's index, not a rank.
+    switch: bool,
 }
 
 impl BlamedRanks {
@@ -444,6 +471,23 @@ impl BlamedRanks {
             }
         }
         out
+    }
+}
+
+impl BlamedRanks {
+    /// No rank: the switch finding `finding` (an index into
+    /// [`ClusterVerdict::switches`]).
+    pub fn for_switch(finding: u32) -> Self {
+        Self {
+            ranks: [finding, 0],
+            len: 0,
+            switch: true,
+        }
+    }
+
+    /// The switch finding it holds, if any.
+    pub fn switch_finding(&self) -> Option<u32> {
+        self.switch.then_some(self.ranks[0])
     }
 }
 
@@ -524,6 +568,10 @@ pub struct NodeVerdict {
     pub pairs: usize,
     /// Of those, how many failed (in either direction, slow rounds aside).
     pub failed: usize,
+    /// Of those, how many failed only across a leaf switch named by the
+    /// verdicts: that switch's finding, left out of the node rule.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub switch_failed: usize,
     /// Pairs whose peer was missing.
     pub peer_missing: usize,
     /// Its lowest bandwidth in either direction, Gb/s.
@@ -549,8 +597,16 @@ pub struct RailVerdict {
     pub pairs: usize,
     /// Of those, how many failed.
     pub failed: usize,
+    /// Of those, how many failed only across a named leaf switch.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub switch_failed: usize,
     /// Its lowest bandwidth on it, Gb/s.
     pub worst_bw_gbps: Option<f64>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Everything the verdicts say about a run.
@@ -573,6 +629,14 @@ pub struct ClusterVerdict {
     /// it × its rail's best fails. The report's colours are anchored on
     /// it.
     pub relative_bw: f64,
+    /// With a [`LeafLayout`], the leaf switches named (findings first,
+    /// then notes, rail by rail); empty without one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub switches: Vec<SwitchFinding>,
+    /// With a [`LeafLayout`], every leaf's figures on every rail it has a
+    /// measured direction on; empty without one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub leaves: Vec<LeafTally>,
 }
 
 impl ClusterVerdict {
@@ -581,9 +645,11 @@ impl ClusterVerdict {
         self.rail_best_bw_gbps.len().max(1) as u32
     }
 
-    /// Whether every node passed and none is missing.
+    /// Whether every node passed, none is missing and no leaf switch was
+    /// named (a note names none).
     pub fn pass(&self) -> bool {
         self.nodes.iter().all(|n| n.status == NodeStatus::Pass)
+            && !self.switches.iter().any(SwitchFinding::fails)
     }
 
     /// The run's exit code: 4 with ranks missing, 3 with a failure, else 0.
@@ -627,6 +693,22 @@ pub fn judge_with(
     th: &Thresholds,
     facts: &[NodeFacts],
 ) -> ClusterVerdict {
+    judge_with_layout(size, missing, measurements, th, facts, None)
+}
+
+/// [`judge_with`], with where each rank's rails sit (`layout`): a leaf
+/// switch whose cross-leaf directions fail while its nodes pass among
+/// themselves is named ([`ClusterVerdict::switches`], the rule in
+/// [`super::localise`]) instead of failing its nodes. `None`: exactly
+/// [`judge_with`]'s verdicts.
+pub fn judge_with_layout(
+    size: u32,
+    missing: &[Rank],
+    measurements: &[Measurement],
+    th: &Thresholds,
+    facts: &[NodeFacts],
+    layout: Option<&LeafLayout>,
+) -> ClusterVerdict {
     let rails = measurements
         .iter()
         .map(Measurement::judged_rail)
@@ -635,7 +717,7 @@ pub fn judge_with(
         + 1;
     if rails == 1 {
         let all: Vec<&Measurement> = measurements.iter().collect();
-        return judge_rail(size, missing, &all, th, facts, 0);
+        return judge_rail(size, missing, &all, th, facts, 0, layout);
     }
     // The rails' verdicts are about figures: the node's own facts join
     // when they are combined.
@@ -657,17 +739,30 @@ pub fn judge_with(
     let mut by_rail: Vec<Vec<NodeVerdict>> = Vec::new();
     let mut rail_best = Vec::new();
     let mut min_lat: Option<f64> = None;
+    let mut switches: Vec<SwitchFinding> = Vec::new();
+    let mut leaves: Vec<LeafTally> = Vec::new();
     for rail in 0..rails {
         let (at, on_rail): (Vec<usize>, Vec<&Measurement>) = measurements
             .iter()
             .enumerate()
             .filter(|(_, m)| m.judged_rail() == rail)
             .unzip();
-        let v = judge_rail(size, missing, &on_rail, th, &figures_only, rail);
+        let v = judge_rail(size, missing, &on_rail, th, &figures_only, rail, layout);
         drop(on_rail);
-        for (i, d) in at.into_iter().zip(v.directions) {
+        // Each rail's switch findings are indexed from 0: offset into
+        // the run's list.
+        let offset = switches.len() as u32;
+        for (i, mut d) in at.into_iter().zip(v.directions) {
+            if let Some(f) = d.blamed_ranks.switch_finding() {
+                d.blamed_ranks = BlamedRanks::for_switch(f + offset);
+            }
             directions[i] = d;
         }
+        switches.extend(v.switches);
+        leaves.extend(v.leaves.into_iter().map(|mut l| {
+            l.finding = l.finding.map(|f| f + offset);
+            l
+        }));
         rounds.extend(v.rounds);
         by_rail.push(v.nodes);
         rail_best.push(v.best_bw_gbps);
@@ -706,6 +801,7 @@ pub fn judge_with(
                 status,
                 pairs: per_rail.iter().map(|n| n.pairs).sum(),
                 failed: per_rail.iter().map(|n| n.failed).sum(),
+                switch_failed: per_rail.iter().map(|n| n.switch_failed).sum(),
                 peer_missing: per_rail.iter().map(|n| n.peer_missing).sum(),
                 worst_bw_gbps: per_rail
                     .iter()
@@ -721,6 +817,7 @@ pub fn judge_with(
                         status: n.status,
                         pairs: n.pairs,
                         failed: n.failed,
+                        switch_failed: n.switch_failed,
                         worst_bw_gbps: n.worst_bw_gbps,
                     })
                     .collect(),
@@ -735,6 +832,8 @@ pub fn judge_with(
         min_lat_us: min_lat,
         rail_best_bw_gbps: rail_best,
         relative_bw: th.relative_bw,
+        switches,
+        leaves,
     }
 }
 
@@ -746,6 +845,7 @@ fn judge_rail(
     th: &Thresholds,
     facts: &[NodeFacts],
     rail: u32,
+    layout: Option<&LeafLayout>,
 ) -> ClusterVerdict {
     let rate = |r: Rank| {
         facts
@@ -789,6 +889,15 @@ fn judge_rail(
         .map(|(m, &floor)| rules_failed(m, th, floor, best_bw, min_lat))
         .collect();
 
+    // A leaf switch named: its failed cross-leaf directions are its
+    // finding, out of the slow rounds and the node rule.
+    let (located, switches, leaves) =
+        match layout.map(|l| localise::localise(l, size, rail, measurements, &reasons)) {
+            Some(l) => (Some(l.explained), l.findings, l.leaves),
+            None => (None, Vec::new(), Vec::new()),
+        };
+    let explained = |i: usize| located.as_ref().and_then(|e| e[i]);
+
     // Rounds: how many directions fail a relative rule.
     #[derive(Default)]
     struct RoundTally {
@@ -797,8 +906,8 @@ fn judge_rail(
         pairs: Vec<(Rank, Rank)>,
     }
     let mut rounds: BTreeMap<u32, RoundTally> = BTreeMap::new();
-    for (m, r) in measurements.iter().zip(&reasons) {
-        if matches!(m.outcome, Outcome::Measured { .. }) {
+    for (i, (m, r)) in measurements.iter().zip(&reasons).enumerate() {
+        if matches!(m.outcome, Outcome::Measured { .. }) && explained(i).is_none() {
             let e = rounds.entry(m.round).or_default();
             e.measured += 1;
             e.relative_failures += usize::from(r.iter().any(Reason::relative));
@@ -833,17 +942,20 @@ fn judge_rail(
         .map(|(m, r)| r.iter().any(|r| !(slow(m.round) && r.relative())))
         .collect();
 
-    // Nodes: pairs measured and failed, per rank.
-    let mut pair_failed: BTreeMap<(u32, Rank, Rank), bool> = BTreeMap::new();
+    // Nodes: pairs measured and failed, per rank; and whether a failure
+    // is all a named switch's (each direction failed only across it).
+    let mut pair_failed: BTreeMap<(u32, Rank, Rank), (bool, bool)> = BTreeMap::new();
     let mut pair_missing: BTreeMap<(u32, Rank, Rank), ()> = BTreeMap::new();
     let mut worst = vec![None::<f64>; size as usize];
-    for (m, &failed) in measurements.iter().zip(&counted) {
+    for (i, (m, &failed)) in measurements.iter().zip(&counted).enumerate() {
         let (a, b) = m.pair();
         if m.outcome == Outcome::PeerMissing {
             pair_missing.insert((m.round, a, b), ());
             continue;
         }
-        *pair_failed.entry((m.round, a, b)).or_default() |= failed;
+        let e = pair_failed.entry((m.round, a, b)).or_default();
+        e.0 |= failed;
+        e.1 |= failed && explained(i).is_none();
         if let Some(bw) = m.bw() {
             for r in [a, b] {
                 if let Some(w) = worst.get_mut(r as usize) {
@@ -852,24 +964,30 @@ fn judge_rail(
             }
         }
     }
-    // Per rank: pairs measured, and the partners of its failed pairs.
-    let mut tally: Vec<(usize, Vec<Rank>)> = vec![(0, Vec::new()); size as usize];
-    for (&(_, a, b), &failed) in &pair_failed {
+    // Per rank: pairs measured, the partners of its failed pairs, and
+    // how many of those failed only across a named switch.
+    let mut tally: Vec<(usize, Vec<Rank>, usize)> = vec![(0, Vec::new(), 0); size as usize];
+    for (&(_, a, b), &(failed, not_switch)) in &pair_failed {
         for (r, other) in [(a, b), (b, a)] {
             if let Some(t) = tally.get_mut(r as usize) {
                 t.0 += 1;
-                if failed {
+                if not_switch {
                     t.1.push(other);
+                } else if failed {
+                    t.2 += 1;
                 }
             }
         }
     }
+    // A pair failed only across a named switch says nothing of the node:
+    // it is out of the node rule (neither measured nor failed for it).
     let bad_node: Vec<bool> = tally
         .iter()
         .enumerate()
-        .map(|(r, (pairs, failed))| {
+        .map(|(r, (pairs, failed, switch))| {
+            let pairs = pairs - switch;
             !missing.contains(&(r as Rank))
-                && ((*pairs >= 2 && failed.len() * 2 > *pairs)
+                && ((pairs >= 2 && failed.len() * 2 > pairs)
                     || !port_errors(r as Rank).is_empty()
                     || !rail_findings(r as Rank).is_empty())
         })
@@ -877,8 +995,9 @@ fn judge_rail(
     let nodes: Vec<NodeVerdict> = (0..size)
         .map(|rank| {
             let mine = |&(_, a, b): &(u32, Rank, Rank)| a == rank || b == rank;
-            let (pairs, failed_with) = &tally[rank as usize];
-            let (pairs, failed) = (*pairs, failed_with.len());
+            let (pairs, failed_with, switch_failed) = &tally[rank as usize];
+            let (pairs, failed, switch_failed) =
+                (*pairs, failed_with.len() + switch_failed, *switch_failed);
             let peer_missing = pair_missing.keys().filter(|k| mine(k)).count();
             // A failure with a failing node is that node's finding, not a
             // link finding of every rank that met it.
@@ -900,6 +1019,7 @@ fn judge_rail(
                 status,
                 pairs,
                 failed,
+                switch_failed,
                 peer_missing,
                 worst_bw_gbps: worst.get(rank as usize).copied().flatten(),
                 port_errors: port_errors(rank).to_vec(),
@@ -919,14 +1039,20 @@ fn judge_rail(
         .zip(reasons)
         .zip(&counted)
         .zip(floors)
-        .map(|(((m, reasons), &failed), min_bw_gbps)| {
+        .enumerate()
+        .map(|(i, (((m, reasons), &failed), min_bw_gbps))| {
             let peer_missing = m.outcome == Outcome::PeerMissing;
-            let blamed_ranks = if failed {
+            let switch = explained(i).filter(|_| failed);
+            let blamed_ranks = if let Some(f) = switch {
+                BlamedRanks::for_switch(f)
+            } else if failed {
                 BlamedRanks::of([m.from, m.to], failing_node)
             } else {
                 BlamedRanks::default()
             };
-            let blame = if failed && !blamed_ranks.is_empty() {
+            let blame = if switch.is_some() {
+                Blame::Switch
+            } else if failed && !blamed_ranks.is_empty() {
                 Blame::Node
             } else if failed {
                 Blame::Link
@@ -954,6 +1080,8 @@ fn judge_rail(
         min_lat_us: min_lat,
         rail_best_bw_gbps: vec![best_bw],
         relative_bw: th.relative_bw,
+        switches,
+        leaves,
     }
 }
 
