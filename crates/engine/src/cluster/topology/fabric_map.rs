@@ -168,9 +168,9 @@ impl FabricMap {
         if unplaced.count() > 0 {
             let n = unplaced.count();
             notes.push(format!(
-                "{n} rank{} not in the {} (group \"{UNKNOWN_GROUP}\"): {}",
+                "{n} rank{} not in {} (group \"{UNKNOWN_GROUP}\"): {}",
                 plural(n, " is", "s are"),
-                topology.format(),
+                topology.format().phrase(),
                 unplaced.list()
             ));
         }
@@ -185,9 +185,9 @@ impl FabricMap {
         if unplaced_rails.count() > 0 {
             let n = unplaced_rails.count();
             notes.push(format!(
-                "{n} rail{} not in the {} (\"?\" in their group's name): {}",
+                "{n} rail{} not in {} (\"?\" in their group's name): {}",
                 plural(n, " is", "s are"),
-                topology.format(),
+                topology.format().phrase(),
                 unplaced_rails.list()
             ));
         }
@@ -212,8 +212,8 @@ impl FabricMap {
         if absent.count() > 0 {
             let n = absent.count();
             notes.push(format!(
-                "the {} names {n} host{} absent from the job: {}",
-                topology.format(),
+                "{} names {n} host{} absent from the job: {}",
+                topology.format().phrase(),
                 plural(n, "", "s"),
                 absent.list()
             ));
