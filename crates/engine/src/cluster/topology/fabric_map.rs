@@ -11,9 +11,9 @@
 //! is `None` in the tuple, `?` in the name.
 //!
 //! Names: one leaf is its name (`leaf3`); a tuple whose leaves' names
-//! differ only in their last number is written as a hostlist in rail
-//! order (`su1-leaf[0-7]`; a node with rails 1 and 2 swapped is
-//! `su1-leaf[0,2,1,3-7]`), any other tuple joined by `+`
+//! differ only in one number is written as a hostlist in rail order
+//! (`su1-leaf[0-7]`, `rail[0-7]-leaf3`; a node with rails 1 and 2
+//! swapped is `su1-leaf[0,2,1,3-7]`), any other tuple joined by `+`
 //! (`leafA+leafB`, `su0-leaf0+?+su0-leaf2`). Two groups that would share
 //! a name get ` (2)`, ` (3)`. Groups are in natural order of their names
 //! (`leaf9` before `leaf10`), "unknown" last; ranks ascending.
@@ -168,9 +168,9 @@ impl FabricMap {
         if unplaced.count() > 0 {
             let n = unplaced.count();
             notes.push(format!(
-                "{n} rank{} not in the {} (group \"{UNKNOWN_GROUP}\"): {}",
+                "{n} rank{} not in {} (group \"{UNKNOWN_GROUP}\"): {}",
                 plural(n, " is", "s are"),
-                topology.format(),
+                topology.format().phrase(),
                 unplaced.list()
             ));
         }
@@ -185,9 +185,9 @@ impl FabricMap {
         if unplaced_rails.count() > 0 {
             let n = unplaced_rails.count();
             notes.push(format!(
-                "{n} rail{} not in the {} (\"?\" in their group's name): {}",
+                "{n} rail{} not in {} (\"?\" in their group's name): {}",
                 plural(n, " is", "s are"),
-                topology.format(),
+                topology.format().phrase(),
                 unplaced_rails.list()
             ));
         }
@@ -212,8 +212,8 @@ impl FabricMap {
         if absent.count() > 0 {
             let n = absent.count();
             notes.push(format!(
-                "the {} names {n} host{} absent from the job: {}",
-                topology.format(),
+                "{} names {n} host{} absent from the job: {}",
+                topology.format().phrase(),
                 plural(n, "", "s"),
                 absent.list()
             ));
@@ -262,16 +262,22 @@ fn group_name(leaves: &[Option<u32>], switches: &[Switch]) -> String {
     names.join("+")
 }
 
-/// Names that differ only in their last number, in order, as one
-/// hostlist: `su1-leaf0`, `su1-leaf1`, `su1-leaf2` → `su1-leaf[0-2]`.
+/// Names that differ only in one number, in order, as one hostlist:
+/// `su1-leaf0`, `su1-leaf1`, `su1-leaf2` → `su1-leaf[0-2]`; `r0-leaf4`,
+/// `r1-leaf4` → `r[0-1]-leaf4`.
 fn bracketed(names: &[&str]) -> Option<String> {
-    /// (before, digits, after) around the last run of digits.
-    fn split(name: &str) -> Option<(&str, &str, &str)> {
-        let end = name.rfind(|c: char| c.is_ascii_digit())? + 1;
-        let start = name[..end]
-            .rfind(|c: char| !c.is_ascii_digit())
-            .map_or(0, |i| i + 1);
-        Some((&name[..start], &name[start..end], &name[end..]))
+    /// Runs of digits and of the rest, in order.
+    fn chunks(name: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let b = name.as_bytes();
+        for i in 1..=b.len() {
+            if i == b.len() || b[i].is_ascii_digit() != b[start].is_ascii_digit() {
+                out.push(&name[start..i]);
+                start = i;
+            }
+        }
+        out
     }
     fn follows(a: &str, b: &str) -> bool {
         let padded = |d: &str| d.len() > 1 && d.starts_with('0');
@@ -280,26 +286,37 @@ fn bracketed(names: &[&str]) -> Option<String> {
         };
         x.checked_add(1) == Some(y) && (a.len() == b.len() || !(padded(a) || padded(b)))
     }
-    let parts: Vec<(&str, &str, &str)> = names.iter().map(|n| split(n)).collect::<Option<_>>()?;
-    let (before, _, after) = parts[0];
-    if parts.iter().any(|&(b, _, a)| b != before || a != after) {
+    let split: Vec<Vec<&str>> = names.iter().map(|n| chunks(n)).collect();
+    let first = split.first()?;
+    if split.iter().any(|c| c.len() != first.len()) {
         return None;
     }
+    let mut varying = (0..first.len()).filter(|&i| split.iter().any(|c| c[i] != first[i]));
+    let at = varying.next()?;
+    if varying.next().is_some() || !first[at].bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let numbers: Vec<&str> = split.iter().map(|c| c[at]).collect();
     let mut items = Vec::new();
     let mut i = 0;
-    while i < parts.len() {
+    while i < numbers.len() {
         let mut j = i;
-        while j + 1 < parts.len() && follows(parts[j].1, parts[j + 1].1) {
+        while j + 1 < numbers.len() && follows(numbers[j], numbers[j + 1]) {
             j += 1;
         }
         items.push(if j > i {
-            format!("{}-{}", parts[i].1, parts[j].1)
+            format!("{}-{}", numbers[i], numbers[j])
         } else {
-            parts[i].1.to_owned()
+            numbers[i].to_owned()
         });
         i = j + 1;
     }
-    Some(format!("{before}[{}]{after}", items.join(",")))
+    Some(format!(
+        "{}[{}]{}",
+        first[..at].concat(),
+        items.join(","),
+        first[at + 1..].concat()
+    ))
 }
 
 #[cfg(test)]
@@ -549,6 +566,10 @@ mod tests {
             "leaf09",
             "leaf10",
             "leaf9",
+            "r0-leaf4",
+            "r1-leaf4",
+            "r2-leaf4",
+            "r1-leaf5",
         ]
         .iter()
         .map(|n| Switch {
@@ -574,6 +595,10 @@ mod tests {
         assert_eq!(name(&[Some(5), Some(7)]), "leaf[09,9]");
         assert_eq!(name(&[Some(7), Some(6)]), "leaf[9-10]");
         assert_eq!(name(&[Some(4)]), "leafA");
+        // The number that varies need not be the last.
+        assert_eq!(name(&[Some(8), Some(9), Some(10)]), "r[0-2]-leaf4");
+        assert_eq!(name(&[Some(8), Some(11)]), "r0-leaf4+r1-leaf5");
+        assert_eq!(name(&[Some(1), Some(9)]), "su1-leaf1+r1-leaf4");
     }
 
     #[test]

@@ -53,7 +53,13 @@ pub(super) fn starts(line: &str) -> bool {
     let id_key = line
         .split_once('=')
         .is_some_and(|(k, _)| ID_KEYS.contains(&k.trim()));
-    id_key || node_kind(line).is_some()
+    id_key || node_kind(line).is_some() || chassis_line(line)
+}
+
+/// `-g` output's chassis lines (`Chassis 1 (guid 0x…)`,
+/// `Non-Chassis Nodes`, `Hostname: …`).
+fn chassis_line(line: &str) -> bool {
+    line.starts_with("Chassis ") || line == "Non-Chassis Nodes" || line.starts_with("Hostname:")
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -408,11 +414,7 @@ pub(super) fn parse(text: &str) -> Result<Topology, TopologyError> {
             block = None;
             continue;
         }
-        if t.starts_with('#')
-            || t.starts_with("Chassis ")
-            || t == "Non-Chassis Nodes"
-            || t.starts_with("Hostname:")
-        {
+        if t.starts_with('#') || chassis_line(t) {
             continue;
         }
         if t.starts_with('[') {
@@ -685,6 +687,21 @@ mod tests {
     }
 
     #[test]
+    fn the_outputs_of_several_subnets_read_as_one() {
+        let both = format!("{FAT_TREE}\n{RAIL_OPTIMISED}");
+        let t = Topology::parse(&both).unwrap();
+        assert_eq!((t.switches().len(), t.hosts().len()), (16, 24));
+        // Both have a spine0: the shared description names them by GUID.
+        assert_eq!(t.switch_index("spine0"), None);
+        assert_eq!(t.notes().len(), 1);
+        let r = rail("mlx5_3", Some(0x0c42_a103_0020_0731));
+        assert_eq!(
+            leaf(&t, "gpu07", &r),
+            Some(("su1-leaf3".into(), MatchedBy::PortGuid))
+        );
+    }
+
+    #[test]
     fn switches_without_a_unique_description_are_named_by_guid() {
         let text = "\
 switchguid=0x10(10)
@@ -779,6 +796,41 @@ Switch\t8 \"S-0000000000000020\"\t\t# \"Quantum Mellanox Technologies\" base por
                 "{text:?}"
             );
         }
+    }
+
+    #[test]
+    fn chassis_grouped_output_reads_too() {
+        // `ibnetdiscover -g`: chassis lines first, `[ext N]` port maps.
+        let text = "\
+#
+# Topology file: generated on Mon Jan  1 00:00:00 2024
+#
+# Initiated from node 0000000000000100 port 0000000000000101
+
+Chassis 1 (guid 0x10)
+
+# Spine Nodes
+vendid=0x2c9
+devid=0xd2f2
+switchguid=0x20(20)\t# MIS5600 Spine 1 Chip 1
+Switch\t36 \"S-0000000000000020\"\t\t# \"spine\" base port 0 lid 1 lmc 0
+[1][ext 1]\t\"S-0000000000000010\"[5][ext 17]\t\t# \"leaf\" lid 2 4xHDR
+
+Non-Chassis Nodes
+
+vendid=0x2c9
+switchguid=0x10(10)
+Switch\t36 \"S-0000000000000010\"\t\t# \"leaf\" base port 0 lid 2 lmc 0
+[1][ext 1]\t\"H-0000000000000100\"[1](101) \t\t# \"a mlx5_0\" lid 3 4xHDR
+[5][ext 17]\t\"S-0000000000000020\"[1][ext 1]\t\t# \"spine\" lid 1 4xHDR
+";
+        let t = Topology::parse(text).unwrap();
+        assert_eq!(t.format(), Format::Ibnetdiscover);
+        assert_eq!(
+            leaf(&t, "a", &rail("mlx5_0", Some(0x101))),
+            Some(("leaf".into(), MatchedBy::PortGuid))
+        );
+        assert_eq!(parents(&t, "leaf"), ["spine"]);
     }
 
     #[test]

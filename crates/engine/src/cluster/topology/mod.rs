@@ -40,19 +40,21 @@ pub mod slurm_conf;
 pub use fabric_map::{FabricMap, Group, UNKNOWN_GROUP};
 pub use slurm_address::{AddressError, SlurmAddress};
 
-/// Largest topology text read, in bytes: an `ibnetdiscover` of 16,384
-/// nodes with 8 rails is about 60 MB (each HCA port is written twice,
-/// from its HCA and from its switch).
+/// Largest topology text read, in bytes: the `ibnetdiscover` outputs of
+/// 16,384 nodes with 8 rails are about 50 MB (each HCA port is written
+/// twice, from its HCA and from its switch; 46 MB fabricated, in
+/// docs/cluster.md).
 pub const MAX_TEXT_BYTES: usize = 256 << 20;
-/// Most switches a topology may name (a 16,384-node fabric with 8 rails
-/// has about 1,500 leaves and spines; Slurm numbers switches in 16 bits).
-pub const MAX_SWITCHES: usize = 16_384;
+/// Most switches a topology may name (Slurm numbers switches in 16 bits;
+/// a three-tier fabric of 16,384 nodes with 8 rails has about 10,000).
+pub const MAX_SWITCHES: usize = 65_536;
 /// Most hosts a topology may place: also the most host names its
 /// hostlists may expand to in all (the cap of [`super::hostlist`]).
 pub const MAX_HOSTS: usize = super::hostlist::MAX_HOSTS;
-/// Most HCA ports an `ibnetdiscover` output may place (65,536 hosts with
-/// 4 ports each, or 32,768 with 8).
-pub const MAX_PORTS: usize = 262_144;
+/// Most HCA ports an `ibnetdiscover` output may place: 65,536 hosts with
+/// 8 rails (one subnet holds at most 49,151 LIDs; the outputs of several
+/// subnets, one a rail say, read as one file).
+pub const MAX_PORTS: usize = 524_288;
 /// Most switch-to-switch links (`Switches=` entries, cabled switch pairs,
 /// address levels) a topology may hold.
 pub const MAX_LINKS: usize = 1 << 20;
@@ -81,6 +83,17 @@ impl fmt::Display for Format {
             Format::Ibnetdiscover => "ibnetdiscover output",
             Format::SlurmAddresses => "SLURM_TOPOLOGY_ADDR",
         })
+    }
+}
+
+impl Format {
+    /// The source in a sentence: `the topology.conf`.
+    pub fn phrase(self) -> &'static str {
+        match self {
+            Format::SlurmTopologyConf => "the topology.conf",
+            Format::Ibnetdiscover => "the ibnetdiscover output",
+            Format::SlurmAddresses => "the ranks' SLURM_TOPOLOGY_ADDR",
+        }
     }
 }
 
