@@ -76,7 +76,10 @@ fn main() -> ExitCode {
         &judged,
         &sums,
         roster,
-        page,
+        rdmaperf::cluster::report_files::PageInput {
+            facts: page,
+            layout: None,
+        },
         ReportOptions::default(),
     ) {
         eprintln!("cluster_report_scale: {e:#}");

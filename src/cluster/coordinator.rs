@@ -173,6 +173,7 @@ pub fn run(plan: &ClusterPlan, listener: &Listener, started: Instant) -> anyhow:
             },
             thresholds: plan.coordinating.thresholds,
             ignore_counters: plan.coordinating.ignore_counters.clone(),
+            topology: plan.coordinating.topology.clone(),
         },
         started,
     );
@@ -379,6 +380,11 @@ impl Telling {
                     "plan: retest of {suspects} suspect ranks against known-good ones: {rounds} rounds"
                 )
                 .map_err(crate::exit::stdout_write_error)?,
+                Note::Topology(lines) => {
+                    for line in lines {
+                        writeln!(self.out, "{line}").map_err(crate::exit::stdout_write_error)?;
+                    }
+                }
                 Note::BadSchedule(e) => self.bad_schedule = Some(e.clone()),
                 Note::Done => {}
                 Note::RoundDone { .. } => {
@@ -438,7 +444,11 @@ fn say(note: &Note) {
         } => progress(&format!(
             "rdmaperf cluster: {label} {number} of {of}: {pairs} pairs; {unmeasured} directions in error or with a peer missing so far"
         )),
-        Note::Plan(_) | Note::Retest { .. } | Note::BadSchedule(_) | Note::Done => {}
+        Note::Plan(_)
+        | Note::Topology(_)
+        | Note::Retest { .. }
+        | Note::BadSchedule(_)
+        | Note::Done => {}
     }
 }
 
@@ -732,8 +742,13 @@ fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> an
         rails: &rail_devices,
     };
     let took = started.elapsed().as_secs_f64();
+    let layout = machine.layout();
     let node_lines = report::node_lines(&judged, roster);
     let code = judged.exit_code();
+    // A switch found first: it explains the node and link lines after it.
+    for line in report::switch_lines(&judged) {
+        writeln!(out, "{line}").map_err(crate::exit::stdout_write_error)?;
+    }
     for line in &node_lines {
         writeln!(out, "{line}").map_err(crate::exit::stdout_write_error)?;
     }
@@ -779,10 +794,13 @@ fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> an
             &judged,
             &pair_sums,
             roster,
-            html::PageFacts {
-                plan: machine.plan(),
-                test: &test.describe(),
-                duration_s: took,
+            super::report_files::PageInput {
+                facts: html::PageFacts {
+                    plan: machine.plan(),
+                    test: &test.describe(),
+                    duration_s: took,
+                },
+                layout: layout.as_ref(),
             },
             plan.coordinating.report_options,
         ),

@@ -54,12 +54,15 @@ pub struct ClusterArgs {
     /// How long rank 0 waits for every rank, and a rank for rank 0, seconds.
     #[arg(long = "rendezvous-timeout", value_name = "SECONDS", default_value = "60", value_parser = seconds_arg)]
     pub rendezvous_timeout: Duration,
-    /// Who meets whom: all-pairs (every pair once), quick (one bisection round, then retests of its suspects), ring.
+    /// Who meets whom: all-pairs (every pair once), quick (one bisection round, then retests of its suspects), ring, leaves (with a topology: one round within each group of nodes under the same leaf switches, then every pair of groups).
     #[arg(long, value_name = "PATTERN", default_value = "all-pairs")]
     pub pattern: String,
     /// A custom schedule: lines `ROUND A B` (A and B ranks or host names); replaces --pattern.
     #[arg(long = "pairs-file", value_name = "FILE")]
     pub pairs_file: Option<PathBuf>,
+    /// The fabric's switches: Slurm's topology.conf or a saved ibnetdiscover output (rank 0 reads it; without it, the ranks' SLURM_TOPOLOGY_ADDR when Slurm's topology/tree plugin set it).
+    #[arg(long, value_name = "FILE")]
+    pub topology: Option<PathBuf>,
     /// This rank's RDMA device and port (`-d`, `-i`), as the test binaries take them.
     #[command(flatten)]
     pub device: crate::args::DeviceArgs,
@@ -155,6 +158,12 @@ pub struct ClusterArgs {
     /// With --simulate-ranks: this rank stops reading once the run starts and never reports (repeatable).
     #[arg(long = "simulate-mute", value_name = "RANK")]
     pub simulate_mute: Vec<u32>,
+    /// With --simulate-ranks: the simulated ranks' host names, rank 0 first (a hostlist, e.g. node[0000-1023]; as many as ranks), so that --topology places them.
+    #[arg(long = "simulate-hosts", value_name = "HOSTLIST")]
+    pub simulate_hosts: Option<String>,
+    /// With --simulate-ranks and --topology: every direction crossing this leaf switch's uplinks gets a fabricated low figure; NAME:RAIL only on that rail (repeatable).
+    #[arg(long = "simulate-slow-switch", value_name = "NAME[:RAIL]", value_parser = simulated::slow_switch)]
+    pub simulate_slow_switch: Vec<simulated::SlowSwitch>,
     /// A helper process of --simulate-ranks: runs ranks FIRST to LAST.
     #[arg(long = "simulate-fleet", value_name = "FIRST:LAST", value_parser = simulated::rank_range, hide = true)]
     pub simulate_fleet: Option<(u32, u32)>,
@@ -188,6 +197,8 @@ pub struct CoordinatorPlan {
     pub ignore_counters: Vec<String>,
     /// `--prom-worst`, `--report-compression`.
     pub report_options: report_files::ReportOptions,
+    /// `--topology FILE`, read and checked (rank 0 only).
+    pub topology: Option<engine::cluster::topology::Topology>,
 }
 
 /// One rank's run, built once from the command line and environment.
@@ -366,6 +377,23 @@ impl ClusterArgs {
                     .map_err(|e| UsageError(format!("--pattern: {e}")))?,
             ),
         };
+        // Only rank 0 reads it (it may exist on rank 0's node only); a
+        // file that is no topology is a usage error naming its line.
+        let topology = match &self.topology {
+            Some(path) if launch.rank == 0 => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    UsageError(format!(
+                        "--topology {}: cannot read it: {e}",
+                        path.display()
+                    ))
+                })?;
+                Some(
+                    engine::cluster::topology::Topology::parse(&text)
+                        .map_err(|e| UsageError(format!("--topology {}: {e}", path.display())))?,
+                )
+            }
+            _ => None,
+        };
         if let Some(bad) = self.simulate_slow.iter().find(|s| s.rank >= launch.size) {
             return Err(UsageError(format!(
                 "--simulate-slow {}: the job has {} ranks",
@@ -440,6 +468,7 @@ impl ClusterArgs {
             print_line: true,
             coordinating: CoordinatorPlan {
                 schedule,
+                topology,
                 thresholds: Thresholds {
                     min_bw_gbps,
                     rate_efficiency,
@@ -476,10 +505,14 @@ pub fn run(args: &ClusterArgs) -> anyhow::Result<u8> {
     }
     if !(args.simulate_absent.is_empty()
         && args.simulate_die.is_empty()
-        && args.simulate_mute.is_empty())
+        && args.simulate_mute.is_empty()
+        && args.simulate_hosts.is_none()
+        && args.simulate_slow_switch.is_empty())
     {
         return Err(UsageError(
-            "--simulate-absent, --simulate-die and --simulate-mute need --simulate-ranks".into(),
+            "--simulate-absent, --simulate-die, --simulate-mute, --simulate-hosts and \
+             --simulate-slow-switch need --simulate-ranks"
+                .into(),
         )
         .into());
     }

@@ -37,7 +37,7 @@ pub struct SlowSpot {
 }
 
 impl SlowSpot {
-    fn covers(&self, rank: Rank, rail: u32) -> bool {
+    pub(super) fn covers(&self, rank: Rank, rail: u32) -> bool {
         self.rank == rank && self.rail.is_none_or(|k| k == rail)
     }
 }
@@ -132,6 +132,17 @@ pub fn fabricated(
     let is_slow = slow
         .iter()
         .any(|s| s.covers(me, rail) || s.covers(partner, rail));
+    fabricated_as(test, (me, partner), (round, rail), is_slow)
+}
+
+/// `--simulate`'s measurement of `me` → `partner` in `round` on `rail`:
+/// the fabricated figure, slow when `is_slow`.
+pub fn fabricated_as(
+    test: &PairTest,
+    (me, partner): (Rank, Rank),
+    (round, rail): (u32, u32),
+    is_slow: bool,
+) -> Measurement {
     Measurement {
         round,
         from: me,

@@ -65,6 +65,16 @@ impl Compression {
     }
 }
 
+/// What the page shows beside the figures: the run's facts, and where
+/// each rank's rails sit when a topology said.
+#[derive(Debug, Clone, Copy)]
+pub struct PageInput<'a> {
+    /// The plan, the test, the run's time.
+    pub facts: html::PageFacts<'a>,
+    /// The ranks' leaves and groups (`None`: no topology).
+    pub layout: Option<&'a engine::cluster::localise::LeafLayout>,
+}
+
 /// What the report's size depends on, beside the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReportOptions {
@@ -97,10 +107,10 @@ pub fn write_report(
     judged: &ClusterVerdict,
     pair_sums: &[report::PairSum],
     roster: Roster<'_>,
-    facts: html::PageFacts<'_>,
+    page: PageInput<'_>,
     options: ReportOptions,
 ) -> anyhow::Result<()> {
-    let took = facts.duration_s;
+    let took = page.facts.duration_s;
     let names = Names::new(roster, judged.nodes.len(), judged.rail_count());
     let gzip = options.compression.gzip(all.len());
     write_jsonl(dir, "pairs.jsonl", gzip, |w| {
@@ -115,7 +125,7 @@ pub fn write_report(
         w.write_all(text.as_bytes())
     })?;
     write_file(dir, "report.html", |w| {
-        w.write_all(html::page(all, judged, roster, facts).as_bytes())
+        w.write_all(html::page_with_layout(all, judged, roster, page.facts, page.layout).as_bytes())
     })?;
     // With several rails: each node pair's rails added up.
     if !pair_sums.is_empty() {
@@ -254,6 +264,13 @@ impl PairsLog {
 mod tests {
     use std::io::Read as _;
 
+    fn no_layout(facts: html::PageFacts<'_>) -> PageInput<'_> {
+        PageInput {
+            facts,
+            layout: None,
+        }
+    }
+
     use super::*;
     use engine::cluster::verdict::{ClusterVerdict, Outcome, Thresholds, judge};
 
@@ -325,7 +342,7 @@ mod tests {
             .collect();
         assert_eq!(back, all[..4], "the log holds the measurements as sent");
         let options = ReportOptions::default();
-        write_report(&dir, &all, &v, &sums, roster, facts(), options).unwrap();
+        write_report(&dir, &all, &v, &sums, roster, no_layout(facts()), options).unwrap();
         assert!(!dir.join(PAIRS_LOG).exists(), "the log removed");
         let plain = std::fs::read_to_string(dir.join("pairs.jsonl")).unwrap();
         assert_eq!(plain.lines().count(), all.len());
@@ -341,7 +358,7 @@ mod tests {
             compression: Compression::Gzip,
             ..options
         };
-        write_report(&dir, &all, &v, &sums, roster, facts(), gzip).unwrap();
+        write_report(&dir, &all, &v, &sums, roster, no_layout(facts()), gzip).unwrap();
         assert!(!dir.join("pairs.jsonl").exists(), "the other form removed");
         assert!(!dir.join("pair-sums.jsonl").exists());
         let mut text = String::new();

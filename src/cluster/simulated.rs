@@ -114,6 +114,34 @@ pub fn run(args: &ClusterArgs, n: u32) -> anyhow::Result<u8> {
         ))
         .into());
     }
+    if let Some(list) = &args.simulate_hosts {
+        let hosts = simulated_hosts(list)?;
+        if hosts.len() != n as usize {
+            return Err(UsageError(format!(
+                "--simulate-hosts names {} hosts for {n} ranks: give one per rank",
+                hosts.len()
+            ))
+            .into());
+        }
+    }
+    if !args.simulate_slow_switch.is_empty() {
+        let Some(path) = &args.topology else {
+            return Err(UsageError("--simulate-slow-switch needs --topology".into()).into());
+        };
+        let topology = read_topology(path)?;
+        if let Some(bad) = args
+            .simulate_slow_switch
+            .iter()
+            .find(|s| topology.switch_index(&s.name).is_none())
+        {
+            return Err(UsageError(format!(
+                "--simulate-slow-switch {}: no switch of that name in --topology {}",
+                bad.name,
+                path.display()
+            ))
+            .into());
+        }
+    }
     // Rank 0's listener first, held: the helpers dial a port that listens.
     let listener = Listener::bind("127.0.0.1", 0).context("rank 0's listener for the ranks")?;
     let port = listener.port();
@@ -205,6 +233,21 @@ fn fleet_args(args: &ClusterArgs, n: u32, port: u16, (first, last): (Rank, Rank)
     for r in &args.simulate_absent {
         flag("--simulate-absent", r.to_string());
     }
+    if let Some(h) = &args.simulate_hosts {
+        flag("--simulate-hosts", h.clone());
+    }
+    if let Some(t) = &args.topology {
+        flag("--topology", t.display().to_string());
+    }
+    for s in &args.simulate_slow_switch {
+        flag(
+            "--simulate-slow-switch",
+            match s.rail {
+                Some(k) => format!("{}:{k}", s.name),
+                None => s.name.clone(),
+            },
+        );
+    }
     for r in &args.simulate_mute {
         flag("--simulate-mute", r.to_string());
     }
@@ -271,6 +314,11 @@ struct Node {
     risen: (Instant, Vec<CounterRise>),
     size: u32,
     host: String,
+    /// `--simulate-hosts`: each rank's host (empty: all on this host).
+    hosts: Vec<String>,
+    /// With `--simulate-slow-switch`: each rank's leaf (by its host, in
+    /// `--topology`) and the slow leaves with their rails.
+    slow_switches: Option<(Vec<Option<u32>>, Vec<(u32, Option<u32>)>)>,
 }
 
 impl Node {
@@ -287,6 +335,27 @@ impl Node {
         self.risen.1.clone()
     }
 
+    /// Whether `me` → `partner` on `rail` gets a slow figure: either rank
+    /// is `--simulate-slow` there, or the direction crosses the uplinks
+    /// of a `--simulate-slow-switch` leaf (one end under it, the other
+    /// under another leaf).
+    fn is_slow(&self, (me, partner): (Rank, Rank), rail: u32) -> bool {
+        let slow_rank = self
+            .args
+            .simulate_slow
+            .iter()
+            .any(|s| s.covers(me, rail) || s.covers(partner, rail));
+        let crosses = self.slow_switches.as_ref().is_some_and(|(leaf, slow)| {
+            let at = |r: Rank| leaf.get(r as usize).copied().flatten();
+            let (a, b) = (at(me), at(partner));
+            a != b
+                && slow
+                    .iter()
+                    .any(|&(s, k)| k.is_none_or(|k| k == rail) && (a == Some(s) || b == Some(s)))
+        });
+        slow_rank || crosses
+    }
+
     /// Rank `r`'s identity: this node's rails, made-up pair ports (no
     /// pair connects under `--simulate`).
     fn identity(&self, r: Rank) -> Identity {
@@ -294,7 +363,11 @@ impl Node {
             rank: r,
             size: self.size,
             version: env!("CARGO_PKG_VERSION").into(),
-            host: self.host.clone(),
+            host: self
+                .hosts
+                .get(r as usize)
+                .cloned()
+                .unwrap_or_else(|| self.host.clone()),
             pair_port: 1,
             address: "127.0.0.1".into(),
             device: self
@@ -348,7 +421,27 @@ pub fn run_fleet(args: &ClusterArgs, (first, last): (Rank, Rank)) -> anyhow::Res
         risen: (Instant::now(), Vec::new()),
         size,
         host: rank::host_name(),
+        hosts: match &args.simulate_hosts {
+            Some(list) => simulated_hosts(list)?,
+            None => Vec::new(),
+        },
+        slow_switches: None,
     };
+    if let (Some(path), false) = (&args.topology, args.simulate_slow_switch.is_empty()) {
+        let topology = read_topology(path)?;
+        let leaf = (0..size)
+            .map(|r| {
+                let host = node.hosts.get(r as usize).unwrap_or(&node.host);
+                topology.locate(host, None).map(|p| p.leaf)
+            })
+            .collect();
+        let slow = args
+            .simulate_slow_switch
+            .iter()
+            .filter_map(|s| Some((topology.switch_index(&s.name)?, s.rail)))
+            .collect();
+        node.slow_switches = Some((leaf, slow));
+    }
     let addr: SocketAddr = format!("{}:{}", plan.coordinator.host, plan.coordinator.port)
         .parse()
         .map_err(|e| UsageError(format!("--coordinator: {e}")))?;
@@ -614,11 +707,11 @@ fn answer(poll: &Poll, r: &mut SimRank, node: &mut Node) {
                         let shared = rendezvous::shared_rails(node.sides as u32, p.rail_count());
                         (0..shared)
                             .map(|rail| {
-                                pair::fabricated(
+                                pair::fabricated_as(
                                     test,
                                     (r.rank, p.rank),
                                     (round, rail),
-                                    &node.args.simulate_slow,
+                                    node.is_slow((r.rank, p.rank), rail),
                                 )
                             })
                             .collect()
@@ -647,4 +740,57 @@ fn answer(poll: &Poll, r: &mut SimRank, node: &mut Node) {
             ClusterMessage::Join { .. } | ClusterMessage::Report { .. } => {}
         }
     }
+}
+
+/// `--simulate-slow-switch NAME[:RAIL]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlowSwitch {
+    /// The leaf switch, as `--topology` names it.
+    pub name: String,
+    /// Its slow rail (`None`: every rail).
+    pub rail: Option<u32>,
+}
+
+/// Parses `--simulate-slow-switch`'s `NAME` or `NAME:RAIL`.
+///
+/// # Errors
+/// An empty name or a rail that is no number.
+pub fn slow_switch(s: &str) -> Result<SlowSwitch, String> {
+    let (name, rail) = match s.rsplit_once(':') {
+        Some((n, k)) => (
+            n,
+            Some(
+                k.parse::<u32>()
+                    .map_err(|_| format!("'{s}' is not NAME or NAME:RAIL"))?,
+            ),
+        ),
+        None => (s, None),
+    };
+    if name.is_empty() {
+        return Err(format!("'{s}': no switch name"));
+    }
+    Ok(SlowSwitch {
+        name: name.to_owned(),
+        rail,
+    })
+}
+
+/// `--simulate-hosts`' hostlist, expanded (at most [`MAX_RANKS`] hosts).
+fn simulated_hosts(list: &str) -> Result<Vec<String>, UsageError> {
+    engine::cluster::hostlist::expand(list, engine::cluster::schedule::MAX_RANKS as usize)
+        .map_err(|e| UsageError(format!("--simulate-hosts {list}: {e}")))
+}
+
+/// `--topology FILE`, read and parsed (usage errors naming it).
+fn read_topology(
+    path: &std::path::Path,
+) -> Result<engine::cluster::topology::Topology, UsageError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        UsageError(format!(
+            "--topology {}: cannot read it: {e}",
+            path.display()
+        ))
+    })?;
+    engine::cluster::topology::Topology::parse(&text)
+        .map_err(|e| UsageError(format!("--topology {}: {e}", path.display())))
 }

@@ -142,6 +142,7 @@ fn members() -> Vec<Option<Identity>> {
                     })
                     .collect(),
                 rail_ports: vec![40_001],
+                topology_addr: None,
             })
         })
         .collect();

@@ -26,6 +26,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::localise::LeafLayout;
 use super::messages::{ClusterMessage, Contact};
 use super::pair_test::PairTest;
 use super::rails;
@@ -34,6 +35,7 @@ use super::rendezvous::{
 };
 use super::report;
 use super::schedule::{self, Pattern, Rank, Round, Rounds};
+use super::topology::{FabricMap, Format, SlurmAddress, Topology};
 use super::verdict::{self, ClusterVerdict, Measurement, NodeFacts, Outcome, Thresholds};
 use crate::fabric::link::CounterRise;
 
@@ -65,6 +67,9 @@ pub struct Setup {
     /// `--ignore-counter`: port error counters not judged (a name, or a
     /// prefix ending in `*`).
     pub ignore_counters: Vec<String>,
+    /// `--topology FILE`, read: where the ranks' rails sit. `None`: the
+    /// ranks' `SLURM_TOPOLOGY_ADDR`, when they sent one.
+    pub topology: Option<Topology>,
 }
 
 /// Whom a message goes to.
@@ -116,6 +121,9 @@ pub enum Note {
         /// The round's bound.
         bound: Duration,
     },
+    /// Where the ranks sit (stdout): the groups of `leaves`, and what the
+    /// topology did not match.
+    Topology(Vec<String>),
     /// The quick mode's retest (stdout).
     Retest {
         /// Suspect ranks.
@@ -170,6 +178,9 @@ pub struct Coordinator {
     phase: Phase,
     /// Every rank's identity, once gathered (rank 0 alone keeps them).
     members: Vec<Option<Identity>>,
+    /// Where the members' rails sit, when a topology said (read once the
+    /// gathering closed).
+    fabric: Option<FabricMap>,
     /// The one set of live ranks.
     live: Vec<bool>,
     /// The pattern (`None`: a pairs file).
@@ -204,6 +215,7 @@ impl Coordinator {
                 setup.rendezvous_timeout,
             )),
             members: Vec::new(),
+            fabric: None,
             live: vec![false; size],
             pattern: None,
             index: 0,
@@ -373,12 +385,13 @@ impl Coordinator {
     /// (its rates, the counters that rose but those ignored, its rails
     /// against most ranks').
     pub fn judge(&self) -> ClusterVerdict {
-        verdict::judge_with(
+        verdict::judge_with_layout(
             self.setup.size,
             &self.missing(),
             &self.measurements,
             &self.setup.thresholds,
             &self.node_facts(true),
+            self.layout().as_ref(),
         )
     }
 
@@ -439,6 +452,7 @@ impl Coordinator {
             self.notes.push_back(Note::NeverCame(never_came.clone()));
         }
         self.members = members;
+        self.fabric = self.place_members();
         let rounds = match self.build_schedule() {
             Ok(r) => r,
             Err(e) => {
@@ -493,6 +507,71 @@ impl Coordinator {
         let _ = now;
     }
 
+    /// Where the members sit: `--topology`'s file, else the ranks'
+    /// `SLURM_TOPOLOGY_ADDR` (all that sent one); `None` without either.
+    /// What it says of them goes to the notes.
+    fn place_members(&mut self) -> Option<FabricMap> {
+        let from_slurm;
+        let topology = match &self.setup.topology {
+            Some(t) => t,
+            None => {
+                let mut addresses = Vec::new();
+                for m in self.members.iter().flatten() {
+                    if let Some(a) = &m.topology_addr {
+                        match SlurmAddress::parse(&a.addr, &a.pattern) {
+                            Ok(parsed) => addresses.push((m.host.as_str(), parsed)),
+                            Err(e) => {
+                                self.notes.push_back(Note::Topology(vec![format!(
+                                    "topology: rank {}'s SLURM_TOPOLOGY_ADDR {:?}: {e}",
+                                    m.rank, a.addr
+                                )]));
+                                return None;
+                            }
+                        }
+                    }
+                }
+                if addresses.is_empty() {
+                    return None;
+                }
+                match Topology::from_slurm_addresses(addresses.iter().map(|(h, a)| (*h, a))) {
+                    Ok(t) => {
+                        from_slurm = t;
+                        &from_slurm
+                    }
+                    Err(e) => {
+                        self.notes.push_back(Note::Topology(vec![format!(
+                            "topology: the ranks' SLURM_TOPOLOGY_ADDR: {e}"
+                        )]));
+                        return None;
+                    }
+                }
+            }
+        };
+        let fabric = FabricMap::build(&self.members, topology);
+        let mut lines = vec![topology_line(&fabric, topology.format())];
+        lines.extend(fabric.notes.iter().map(|n| format!("topology: note: {n}")));
+        self.notes.push_back(Note::Topology(lines));
+        Some(fabric)
+    }
+
+    /// The groups as the schedule takes them (each group's ranks).
+    fn groups(&self) -> Option<Vec<Vec<Rank>>> {
+        self.fabric
+            .as_ref()
+            .map(|f| f.groups.iter().map(|g| g.ranks.clone()).collect())
+    }
+
+    /// Where each rank's rails sit, for the verdicts and the page.
+    pub fn layout(&self) -> Option<LeafLayout> {
+        let f = self.fabric.as_ref()?;
+        Some(LeafLayout {
+            switch_names: f.switches.iter().map(|s| s.name.clone()).collect(),
+            leaf_of: f.leaf_of.clone(),
+            group_names: f.groups.iter().map(|g| g.name.clone()).collect(),
+            group_of: f.group_of.clone(),
+        })
+    }
+
     /// The schedule rank 0's flags ask for.
     fn build_schedule(&mut self) -> Result<Rounds, String> {
         let size = self.setup.size;
@@ -503,11 +582,16 @@ impl Coordinator {
                     Pattern::AllPairs => {
                         schedule::check_size(size).map(|()| Rounds::AllPairs { size })
                     }
-                    Pattern::Quick => schedule::quick(size).map(Rounds::from),
+                    // With groups, each bisection partner across them.
+                    Pattern::Quick => match self.groups() {
+                        Some(g) if g.len() > 1 => schedule::quick_across(&g).map(Rounds::from),
+                        _ => schedule::quick(size).map(Rounds::from),
+                    },
                     Pattern::Ring => schedule::ring(size).map(Rounds::from),
-                    // Needs the groups (`schedule::Leaves::new`): not
-                    // wired in until the topology is read.
-                    Pattern::Leaves => Err(schedule::ScheduleError::NoGroups),
+                    Pattern::Leaves => match self.groups() {
+                        Some(g) => schedule::Leaves::new(&g).map(Rounds::from),
+                        None => Err(schedule::ScheduleError::NoGroups),
+                    },
                 }
             }
             ScheduleChoice::PairsFile(text) => {
@@ -735,6 +819,30 @@ pub fn refusal(e: &JoinError) -> ClusterMessage {
     }
 }
 
+/// The topology's line on stdout: its source and the groups.
+fn topology_line(fabric: &FabricMap, format: Format) -> String {
+    let source = match format {
+        Format::SlurmTopologyConf => "topology.conf",
+        Format::Ibnetdiscover => "ibnetdiscover",
+        Format::SlurmAddresses => "SLURM_TOPOLOGY_ADDR",
+    };
+    let mut names: Vec<String> = fabric
+        .groups
+        .iter()
+        .take(8)
+        .map(|g| format!("{} ({})", g.name, g.ranks.len()))
+        .collect();
+    if fabric.groups.len() > 8 {
+        names.push(format!("and {} more", fabric.groups.len() - 8));
+    }
+    format!(
+        "topology: from {source}: {} switches, {} groups: {}",
+        fabric.switches.len(),
+        fabric.groups.len(),
+        names.join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -790,6 +898,7 @@ mod tests {
             schedule,
             thresholds: Thresholds::default(),
             ignore_counters: Vec::new(),
+            topology: None,
         }
     }
 

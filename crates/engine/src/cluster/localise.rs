@@ -641,7 +641,7 @@ pub(crate) mod fabricate {
     /// A fat tree: `groups[i]` ranks under leaf i (`leaf{i}`, its group
     /// `g{i}`), ranks numbered in order, each of `rails` rails under the
     /// node's leaf.
-    pub fn fat_tree(groups: &[usize], rails: usize) -> LeafLayout {
+    pub(crate) fn fat_tree(groups: &[usize], rails: usize) -> LeafLayout {
         let mut layout = LeafLayout {
             switch_names: (0..groups.len()).map(|i| format!("leaf{i}")).collect(),
             group_names: (0..groups.len()).map(|i| format!("g{i}")).collect(),
@@ -657,7 +657,7 @@ pub(crate) mod fabricate {
     }
 
     /// Each group's ranks, in order.
-    pub fn members(groups: &[usize]) -> Vec<Vec<Rank>> {
+    pub(crate) fn members(groups: &[usize]) -> Vec<Vec<Rank>> {
         let mut next = 0;
         groups
             .iter()
@@ -673,7 +673,7 @@ pub(crate) mod fabricate {
     /// group; then the circle method over the groups (at most
     /// `max_cross` of its rounds), the ranks of two groups met one to
     /// one (the smaller group's count).
-    pub fn leaves_rounds(members: &[Vec<Rank>], max_cross: usize) -> Vec<Vec<(Rank, Rank)>> {
+    pub(crate) fn leaves_rounds(members: &[Vec<Rank>], max_cross: usize) -> Vec<Vec<(Rank, Rank)>> {
         let intra = members
             .iter()
             .flat_map(|m| m.chunks_exact(2).map(|p| (p[0], p[1])))
@@ -697,7 +697,7 @@ pub(crate) mod fabricate {
     }
 
     /// All pairs of `size` ranks by the circle method.
-    pub fn all_pairs_rounds(size: u32) -> Vec<Vec<(Rank, Rank)>> {
+    pub(crate) fn all_pairs_rounds(size: u32) -> Vec<Vec<(Rank, Rank)>> {
         crate::cluster::schedule::all_pairs(size)
             .unwrap()
             .rounds
@@ -708,7 +708,7 @@ pub(crate) mod fabricate {
 
     /// Both directions of every pair of every round on each of `rails`
     /// rails, at `bw(round, rail, from, to)` Gb/s.
-    pub fn measure(
+    pub(crate) fn measure(
         rounds: &[Vec<(Rank, Rank)>],
         rails: u32,
         bw: impl Fn(u32, u32, Rank, Rank) -> f64,
@@ -739,7 +739,7 @@ pub(crate) mod fabricate {
 
     /// `slow` Gb/s for a direction whose ranks sit under different leaves
     /// on `rail` with one of them `leaf`, else 100.
-    pub fn slow_uplinks(
+    pub(crate) fn slow_uplinks(
         layout: &LeafLayout,
         leaf: u32,
         on_rail: u32,

@@ -353,6 +353,7 @@ mod tests {
                 })
                 .collect(),
             rail_ports: (1..rails.len()).map(|k| 40_000 + k as u16).collect(),
+            topology_addr: None,
         }
     }
 
