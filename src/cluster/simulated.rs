@@ -316,9 +316,16 @@ struct Node {
     host: String,
     /// `--simulate-hosts`: each rank's host (empty: all on this host).
     hosts: Vec<String>,
-    /// With `--simulate-slow-switch`: each rank's leaf (by its host, in
-    /// `--topology`) and the slow leaves with their rails.
-    slow_switches: Option<(Vec<Option<u32>>, Vec<(u32, Option<u32>)>)>,
+    /// With `--simulate-slow-switch`: where the slow switches are.
+    slow_switches: Option<SlowLeaves>,
+}
+
+/// `--simulate-slow-switch` in a helper: each rank's leaf (by its host,
+/// in `--topology`) and the slow leaves, each with its rail (`None`:
+/// every rail).
+struct SlowLeaves {
+    leaf: Vec<Option<u32>>,
+    slow: Vec<(u32, Option<u32>)>,
 }
 
 impl Node {
@@ -345,14 +352,17 @@ impl Node {
             .simulate_slow
             .iter()
             .any(|s| s.covers(me, rail) || s.covers(partner, rail));
-        let crosses = self.slow_switches.as_ref().is_some_and(|(leaf, slow)| {
-            let at = |r: Rank| leaf.get(r as usize).copied().flatten();
-            let (a, b) = (at(me), at(partner));
-            a != b
-                && slow
-                    .iter()
-                    .any(|&(s, k)| k.is_none_or(|k| k == rail) && (a == Some(s) || b == Some(s)))
-        });
+        let crosses = self
+            .slow_switches
+            .as_ref()
+            .is_some_and(|SlowLeaves { leaf, slow }| {
+                let at = |r: Rank| leaf.get(r as usize).copied().flatten();
+                let (a, b) = (at(me), at(partner));
+                a != b
+                    && slow.iter().any(|&(s, k)| {
+                        k.is_none_or(|k| k == rail) && (a == Some(s) || b == Some(s))
+                    })
+            });
         slow_rank || crosses
     }
 
@@ -440,7 +450,7 @@ pub fn run_fleet(args: &ClusterArgs, (first, last): (Rank, Rank)) -> anyhow::Res
             .iter()
             .filter_map(|s| Some((topology.switch_index(&s.name)?, s.rail)))
             .collect();
-        node.slow_switches = Some((leaf, slow));
+        node.slow_switches = Some(SlowLeaves { leaf, slow });
     }
     let addr: SocketAddr = format!("{}:{}", plan.coordinator.host, plan.coordinator.port)
         .parse()
