@@ -1667,3 +1667,166 @@ fn a_hard_open_files_limit_below_the_job_is_a_usage_error_before_any_wait() {
         "{err}"
     );
 }
+
+/// A Slurm `topology.conf` of `leaves` leaf switches of `per_leaf` nodes
+/// each (`node0000`, ... in order), all under one spine.
+fn fat_tree_conf(dir: &TempDir, leaves: usize, per_leaf: usize) -> String {
+    let mut text = String::new();
+    for l in 0..leaves {
+        let (a, b) = (l * per_leaf, (l + 1) * per_leaf - 1);
+        text.push_str(&format!("SwitchName=leaf{l} Nodes=node[{a:04}-{b:04}]\n"));
+    }
+    text.push_str(&format!(
+        "SwitchName=spine0 Switches=leaf[0-{}]\n",
+        leaves - 1
+    ));
+    let path = dir.root().join("topology.conf");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn leaves_at_1024_simulated_ranks_name_the_leaf_with_slow_uplinks_and_pass_its_nodes() {
+    // 32 leaves of 32 nodes; every direction crossing leaf5's uplinks is
+    // slow. One round within the leaves and 31 across them (every pair of
+    // leaves once, each pairing all 32 nodes of both): leaf5's 32 nodes
+    // meet the 31 other leaves' 32 each, both ways, 32 × 31 × 2 = 1984
+    // cross-leaf directions, all slow; within leaf5, 16 pairs, 32
+    // directions, all healthy.
+    let dir = TempDir::new("cluster-leaves-1024");
+    let topology = fat_tree_conf(&dir, 32, 32);
+    let report = dir.root().join("report");
+    let out = cluster(
+        &[
+            "--simulate-ranks",
+            "1024",
+            "--simulate-hosts",
+            "node[0000-1023]",
+            "--topology",
+            &topology,
+            "--pattern",
+            "leaves",
+            "--simulate-slow-switch",
+            "leaf5",
+            "--report",
+            report.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stdout = stdout_of(&out, 3);
+    assert!(
+        stdout.contains("topology: from topology.conf: 33 switches, 32 groups: leaf0 (32), "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "plan: leaves of 1024 ranks: 32 groups (32 ranks each), 1 intra-group round + 31 cross-group rounds, 16384 pairs"
+        ),
+        "{stdout}"
+    );
+    // The switch first, before any node's line.
+    let first_finding = stdout
+        .lines()
+        .find(|l| l.starts_with("SWITCH ") || l.starts_with("rank "))
+        .unwrap();
+    assert!(
+        first_finding
+            .starts_with("SWITCH leaf leaf5, rail 0: 1984 of 1984 cross-leaf directions failed")
+            && first_finding.ends_with("suspect its uplinks"),
+        "{stdout}"
+    );
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("summary.json")).unwrap())
+            .unwrap();
+    let switches = summary["switches"].as_array().unwrap();
+    assert_eq!(switches.len(), 1, "{summary}");
+    let s = &switches[0];
+    assert_eq!(
+        (
+            s["name"].as_str(),
+            s["rail"].as_u64(),
+            s["cross_measured"].as_u64(),
+            s["cross_failed"].as_u64(),
+            s["intra_measured"].as_u64(),
+            s["intra_failed"].as_u64()
+        ),
+        (
+            Some("leaf5"),
+            Some(0),
+            Some(1984),
+            Some(1984),
+            Some(32),
+            Some(0)
+        ),
+        "{s}"
+    );
+    // No node is blamed for its switch.
+    let nodes = summary["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 1024);
+    assert!(nodes.iter().all(|n| n["verdict"] == "PASS"), "{stdout}");
+    let page = std::fs::read_to_string(report.join("report.html")).unwrap();
+    assert!(page.contains("leaf5"), "the page names the switch");
+}
+
+#[test]
+fn a_bad_topology_is_exit_2_naming_its_line_and_leaves_without_one_is_exit_2() {
+    let dir = TempDir::new("cluster-bad-topology");
+    let bad = dir.root().join("topology.conf");
+    std::fs::write(
+        &bad,
+        "SwitchName=leaf0 Nodes=a[0-1]\nSwitchName=leaf1 Nodes=b[0-1]\nthis is not slurm\n",
+    )
+    .unwrap();
+    let bad = bad.to_str().unwrap();
+    let out = cluster(&["--simulate-ranks", "4", "--topology", bad], &[]);
+    stdout_of(&out, 2);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("--topology {bad}: topology.conf line 3")),
+        "{stderr}"
+    );
+    let neither = dir.root().join("neither.txt");
+    std::fs::write(&neither, "hello world\n").unwrap();
+    let out = cluster(
+        &[
+            "--simulate-ranks",
+            "4",
+            "--topology",
+            neither.to_str().unwrap(),
+        ],
+        &[],
+    );
+    stdout_of(&out, 2);
+    assert!(
+        text(&out.stderr).contains("line 1"),
+        "{}",
+        text(&out.stderr)
+    );
+    // --pattern leaves needs a topology: said, exit 2.
+    let out = cluster(&["--simulate-ranks", "4", "--pattern", "leaves"], &[]);
+    stdout_of(&out, 2);
+    assert!(
+        text(&out.stderr).contains("--pattern leaves needs the nodes' leaf switches"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A slow switch the topology does not name.
+    let good = fat_tree_conf(&dir, 2, 2);
+    let out = cluster(
+        &[
+            "--simulate-ranks",
+            "4",
+            "--topology",
+            &good,
+            "--simulate-slow-switch",
+            "leaf9",
+        ],
+        &[],
+    );
+    stdout_of(&out, 2);
+    assert!(
+        text(&out.stderr).contains("--simulate-slow-switch leaf9: no switch of that name"),
+        "{}",
+        text(&out.stderr)
+    );
+}

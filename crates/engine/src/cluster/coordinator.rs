@@ -590,7 +590,13 @@ impl Coordinator {
                     Pattern::Ring => schedule::ring(size).map(Rounds::from),
                     Pattern::Leaves => match self.groups() {
                         Some(g) => schedule::Leaves::new(&g).map(Rounds::from),
-                        None => Err(schedule::ScheduleError::NoGroups),
+                        None => {
+                            return Err("--pattern leaves needs the nodes' leaf switches: \
+                                        give --topology FILE (Slurm's topology.conf or an \
+                                        ibnetdiscover output), or start the ranks with srun \
+                                        under TopologyPlugin=topology/tree"
+                                .into());
+                        }
                     },
                 }
             }
