@@ -843,6 +843,39 @@ fn srun_runs_4_and_3_ranks_on_a_real_single_node_slurm() {
         );
         vm_report_checks(dir.root(), n, 1);
     }
+    // Under TopologyPlugin=topology/tree (slurm-single-node: the node
+    // under leaf7, under spine0) every task has SLURM_TOPOLOGY_ADDR: the
+    // ranks send it, rank 0 places them, and --pattern leaves runs on it.
+    let mut args: Vec<String> = vec!["-n".into(), "4".into(), "-O".into()];
+    args.extend(on_rxe_rails("SLURM_PROCID", 1));
+    args.extend(
+        EMULATED_PAIR_TEST
+            .into_iter()
+            .chain(["--ignore-counter", "hw_counters/*", "--pattern", "leaves"])
+            .map(String::from),
+    );
+    let out = Command::new("srun")
+        .env("SLURM_CONF", &conf)
+        .args(&args)
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "srun --pattern leaves: {stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains("topology: from SLURM_TOPOLOGY_ADDR: 2 switches, 1 group: leaf7 (4)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "plan: leaves of 4 ranks: 1 group (4 ranks each), 1 intra-group round + 0 cross-group rounds, 2 pairs"
+        ),
+        "{stdout}"
+    );
 }
 
 /// Runs `ip netns exec rdmaperf-h<h> ARGS` to completion.
@@ -1829,4 +1862,170 @@ fn a_bad_topology_is_exit_2_naming_its_line_and_leaves_without_one_is_exit_2() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// Removes a rate limit on an interface of the VM's initial namespace
+/// when dropped.
+struct UplinkLimit(&'static str);
+
+impl Drop for UplinkLimit {
+    fn drop(&mut self) {
+        let _ = Command::new("tc")
+            .args(["qdisc", "del", "dev", self.0, "root"])
+            .output();
+    }
+}
+
+#[test]
+#[ignore = "needs 4 iWARP hosts under two leaves: scripts/vm-run --siw --siw-hosts 4 --siw-rails 2 --siw-leaves 2 (scripts/test)"]
+fn four_siw_hosts_under_two_leaves_name_the_throttled_uplink_and_pass_every_node() {
+    let env = |name: &str| -> usize {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{name}: run scripts/test (scripts/vm-run --siw-hosts 4 --siw-rails 2 --siw-leaves 2)"
+                )
+            })
+    };
+    let (hosts, rails, leaves) = (
+        env("RDMAPERF_TEST_SIW_HOSTS"),
+        env("RDMAPERF_TEST_SIW_RAILS"),
+        env("RDMAPERF_TEST_SIW_LEAVES"),
+    );
+    assert!(
+        hosts == 4 && rails >= 2 && leaves == 2,
+        "4 hosts of 2 rails under 2 leaves needed, the harness has {hosts} of {rails} under {leaves}"
+    );
+    // Rail 0's uplink between the two leaves carries 256 kbit/s each way
+    // (the harness's veth pair up0l0 <-> up0l1); rail 1's is healthy, and
+    // so is everything within a leaf. Hosts 0 and 1 are under leaf 0,
+    // hosts 2 and 3 under leaf 1 (vm-guest's --siw-leaves 2).
+    let mut undo = Vec::new();
+    for dev in ["up0l0", "up0l1"] {
+        let limit = Command::new("tc")
+            .args([
+                "qdisc", "add", "dev", dev, "root", "tbf", "rate", "256kbit", "burst", "16kb",
+                "latency", "500ms",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            limit.status.success(),
+            "tc on {dev}: {}",
+            text(&limit.stderr)
+        );
+        undo.push(UplinkLimit(dev));
+    }
+    let dir = TempDir::new("cluster-vm-leaves");
+    // Slurm's topology.conf, as a site writes it: the nodes by host name.
+    let topology = dir.root().join("topology.conf");
+    std::fs::write(
+        &topology,
+        "SwitchName=leaf0 Nodes=node[0-1]\nSwitchName=leaf1 Nodes=node[2-3]\nSwitchName=spine0 Switches=leaf[0-1]\n",
+    )
+    .unwrap();
+    let report = dir.root().join("report");
+    let coordinator = format!("169.254.10.1:{}", free_port());
+    let ranks: Vec<Child> = (0..4)
+        .map(|h| {
+            let ns = format!("rdmaperf-h{h}");
+            let (rank, rails) = (h.to_string(), format!("siw_h{h}r0,siw_h{h}r1"));
+            // Each host its own name (a UTS namespace), as real nodes have.
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", &ns, "unshare", "--uts", "sh", "-c"])
+                .arg(format!("hostname node{h} && exec \"$0\" \"$@\""))
+                .args([RDMAPERF, "cluster", "--rank", &rank, "--size", "4"])
+                .args(["--coordinator", &coordinator, "--rails", &rails])
+                .args(["-R", "-D", "2", "-s", "16384", "--pattern", "leaves"])
+                // The floors of the rate-limit test above: 1 Mbit/s
+                // absolute, 1 % of the rail's best.
+                .args(["--expect-rate", "0.001", "--min-efficiency", "1"])
+                .args(["--relative-bw", "0.01", "--timeout", "5"]);
+            if h == 0 {
+                c.args(["--topology", topology.to_str().unwrap()])
+                    .args(["--report", report.to_str().unwrap()]);
+            }
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let out: Vec<Output> = ranks
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    drop(undo);
+    let stdout = text(&out[0].stdout);
+    eprintln!("{stdout}");
+    assert_eq!(
+        out[0].status.code(),
+        Some(3),
+        "{stdout}\n{}",
+        text(&out[0].stderr)
+    );
+    assert!(
+        stdout.contains("topology: from topology.conf: 3 switches, 2 groups: leaf0 (2), leaf1 (2)"),
+        "{stdout}"
+    );
+    // One round within the leaves, one across them.
+    assert!(
+        stdout.contains("plan: leaves of 4 ranks: 2 groups (2 ranks each), 1 intra-group round + 1 cross-group round, 4 pairs"),
+        "{stdout}"
+    );
+    // The switch finding first; no node blamed.
+    let first = stdout
+        .lines()
+        .find(|l| l.starts_with("SWITCH ") || l.starts_with("rank "))
+        .unwrap();
+    assert!(
+        first.starts_with("SWITCH ") && first.contains("leaf0") && first.contains("leaf1"),
+        "{stdout}"
+    );
+    let (records, summary, _) = read_report(&report);
+    let switches = summary["switches"].as_array().unwrap();
+    assert_eq!(switches.len(), 1, "{summary}");
+    let s = &switches[0];
+    let mut named = [
+        s["name"].as_str().unwrap_or_default(),
+        s["peer_name"].as_str().unwrap_or_default(),
+    ];
+    named.sort_unstable();
+    assert_eq!(named, ["leaf0", "leaf1"], "{s}");
+    // Rail 0's cross-leaf directions (2 pairs, both ways) all slow, its
+    // within-leaf ones (2 pairs, both ways) all fine.
+    assert_eq!(
+        (
+            s["rail"].as_u64(),
+            s["cross_measured"].as_u64(),
+            s["cross_failed"].as_u64(),
+            s["intra_measured"].as_u64(),
+            s["intra_failed"].as_u64()
+        ),
+        (Some(0), Some(4), Some(4), Some(4), Some(0)),
+        "{s}"
+    );
+    for node in summary["nodes"].as_array().unwrap() {
+        assert_eq!(node["verdict"], "PASS", "{node}\n{stdout}");
+    }
+    // Every failed direction is a cross-leaf one on rail 0, blamed on the
+    // switch.
+    let failed: Vec<&Value> = records.iter().filter(|r| r["pass"] == false).collect();
+    assert_eq!(failed.len(), 4, "{stdout}");
+    for r in &failed {
+        let leaf = |k: &str| r[k].as_u64().unwrap() / 2;
+        assert_ne!(leaf("src_rank"), leaf("dst_rank"), "{r}");
+        assert_eq!(
+            (&r["rail"], &r["blame"]),
+            (&serde_json::json!(0), &serde_json::json!("switch")),
+            "{r}"
+        );
+    }
+    let page = std::fs::read_to_string(report.join("report.html")).unwrap();
+    assert!(page.contains("leaf0") && page.contains("leaf1"));
+    for (r, o) in out.iter().enumerate().skip(1) {
+        assert_eq!(o.status.code(), Some(3), "rank {r}");
+    }
 }

@@ -841,10 +841,11 @@ fn topology_line(fabric: &FabricMap, format: Format) -> String {
     if fabric.groups.len() > 8 {
         names.push(format!("and {} more", fabric.groups.len() - 8));
     }
+    let groups = fabric.groups.len();
     format!(
-        "topology: from {source}: {} switches, {} groups: {}",
+        "topology: from {source}: {} switches, {groups} group{}: {}",
         fabric.switches.len(),
-        fabric.groups.len(),
+        if groups == 1 { "" } else { "s" },
         names.join(", ")
     )
 }
