@@ -888,6 +888,19 @@ fn in_host(h: usize, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// A figure of the siw hosts' harness (vm-guest's `--siw-hosts`,
+/// `--siw-rails`, `--siw-leaves`), as it exported it.
+fn siw_harness(name: &str) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "{name}: run scripts/test (scripts/vm-run --siw-hosts 4 --siw-rails 2 --siw-leaves 2)"
+            )
+        })
+}
+
 /// Removes a rate limit on a host's rail interface when dropped.
 struct RateLimit(usize, &'static str);
 
@@ -900,17 +913,9 @@ impl Drop for RateLimit {
 #[test]
 #[ignore = "needs 4 iWARP hosts in namespaces: scripts/vm-run --siw --siw-hosts 4 (scripts/test)"]
 fn four_siw_hosts_on_two_rails_find_the_one_rail_that_is_rate_limited() {
-    let env = |name: &str| -> usize {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| {
-                panic!("{name}: run scripts/test (scripts/vm-run --siw-hosts 4 --siw-rails 2)")
-            })
-    };
     let (hosts, rails) = (
-        env("RDMAPERF_TEST_SIW_HOSTS"),
-        env("RDMAPERF_TEST_SIW_RAILS"),
+        siw_harness("RDMAPERF_TEST_SIW_HOSTS"),
+        siw_harness("RDMAPERF_TEST_SIW_RAILS"),
     );
     assert!(
         hosts >= 4 && rails >= 2,
@@ -1879,20 +1884,10 @@ impl Drop for UplinkLimit {
 #[test]
 #[ignore = "needs 4 iWARP hosts under two leaves: scripts/vm-run --siw --siw-hosts 4 --siw-rails 2 --siw-leaves 2 (scripts/test)"]
 fn four_siw_hosts_under_two_leaves_name_the_throttled_uplink_and_pass_every_node() {
-    let env = |name: &str| -> usize {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| {
-                panic!(
-                    "{name}: run scripts/test (scripts/vm-run --siw-hosts 4 --siw-rails 2 --siw-leaves 2)"
-                )
-            })
-    };
     let (hosts, rails, leaves) = (
-        env("RDMAPERF_TEST_SIW_HOSTS"),
-        env("RDMAPERF_TEST_SIW_RAILS"),
-        env("RDMAPERF_TEST_SIW_LEAVES"),
+        siw_harness("RDMAPERF_TEST_SIW_HOSTS"),
+        siw_harness("RDMAPERF_TEST_SIW_RAILS"),
+        siw_harness("RDMAPERF_TEST_SIW_LEAVES"),
     );
     assert!(
         hosts == 4 && rails >= 2 && leaves == 2,

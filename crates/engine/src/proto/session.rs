@@ -366,6 +366,16 @@ enum ClientAt {
     Finished,
 }
 
+/// `Ok` when a call of `called` is in order, else the refusal naming
+/// where the session is (`at`).
+fn in_order(ok: bool, called: &'static str, at: &'static str) -> Result<(), SessionError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(SessionError::OutOfOrder { called, at })
+    }
+}
+
 impl ClientAt {
     fn describe(self) -> &'static str {
         match self {
@@ -438,14 +448,7 @@ impl ClientSession {
 
     /// Whether the session is `at`, for a call of `called`.
     fn expect(&self, at: ClientAt, called: &'static str) -> Result<(), SessionError> {
-        if self.at == at {
-            Ok(())
-        } else {
-            Err(SessionError::OutOfOrder {
-                called,
-                at: self.at.describe(),
-            })
-        }
+        in_order(self.at == at, called, self.at.describe())
     }
 
     /// The same session, connecting its QPs `connection`'s way (the
@@ -770,14 +773,7 @@ impl ServerSession {
 
     /// Whether the session is `at`, for a call of `called`.
     fn expect(&self, at: ServerAt, called: &'static str) -> Result<(), SessionError> {
-        if self.at == at {
-            Ok(())
-        } else {
-            Err(SessionError::OutOfOrder {
-                called,
-                at: self.at.describe(),
-            })
-        }
+        in_order(self.at == at, called, self.at.describe())
     }
 
     /// The client's first message, for a server of `test`: the test must
