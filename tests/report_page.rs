@@ -235,3 +235,75 @@ fn the_browser_draws_the_vm_runs_page_a_cell_per_direction_on_each_rail() {
         assert_eq!(class, want, "{r}");
     }
 }
+
+#[test]
+fn with_a_topology_the_browser_orders_the_matrix_by_leaf_and_shows_the_switch_first() {
+    // 8 simulated ranks whose hosts alternate between two leaves (node0,
+    // node2, node4, node6 under leaf0; the odd ones under leaf1), leaf0's
+    // uplinks slow: rank order and leaf order differ, so the page's order
+    // shows which one it follows.
+    let t = TempDir::new("report-page-leaves");
+    let topology = t.root().join("topology.conf");
+    std::fs::write(
+        &topology,
+        "SwitchName=leaf0 Nodes=node[0,2,4,6]\nSwitchName=leaf1 Nodes=node[1,3,5,7]\nSwitchName=spine0 Switches=leaf[0-1]\n",
+    )
+    .unwrap();
+    let dir = t.root().join("report");
+    let out = Command::new(RDMAPERF)
+        .args(["cluster", "--simulate-ranks", "8"])
+        .args(["--simulate-hosts", "node[0-7]", "--pattern", "leaves"])
+        .arg("--topology")
+        .arg(&topology)
+        .args(["--simulate-slow-switch", "leaf0", "--report"])
+        .arg(&dir)
+        .output()
+        .expect("spawn rdmaperf cluster");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = dir.join("report.html");
+    let dom = chromium(&page, &t.root().join("profile"), "--dump-dom");
+    // The switch finding before the matrix.
+    let switches = dom.find("Switch findings").expect("a switch section");
+    let matrix = dom.find("id=\"matrix").expect("a matrix");
+    assert!(switches < matrix, "{dom}");
+    // Rows by leaf: leaf0's ranks (0, 2, 4, 6) above leaf1's (1, 3, 5, 7).
+    let mut row_of: BTreeMap<u32, f64> = BTreeMap::new();
+    for c in elements(&dom, "rect")
+        .into_iter()
+        .filter(|a| a.get("class").is_some_and(|c| c.starts_with("cell ")))
+    {
+        let y: f64 = c["y"].parse().unwrap();
+        row_of.insert(c["data-src"].parse().unwrap(), y);
+    }
+    assert_eq!(row_of.len(), 8, "{dom}");
+    let mut by_row: Vec<(u64, u32)> = row_of.iter().map(|(&r, &y)| (y as u64, r)).collect();
+    by_row.sort_unstable();
+    let order: Vec<u32> = by_row.into_iter().map(|(_, r)| r).collect();
+    assert_eq!(order, [0, 2, 4, 6, 1, 3, 5, 7], "{dom}");
+    // The groups labelled in that order, and a group × group matrix whose
+    // cells between the two leaves are the failed ones.
+    let labels: Vec<String> = elements(&dom, "g")
+        .into_iter()
+        .filter(|a| a.get("class").map(String::as_str) == Some("group-label"))
+        .map(|a| a["data-group"].clone())
+        .collect();
+    // (once over the pair matrix, once over the group × group one)
+    assert_eq!(labels, ["leaf0", "leaf1", "leaf0", "leaf1"], "{dom}");
+    for c in elements(&dom, "rect")
+        .into_iter()
+        .filter(|a| a.get("class").is_some_and(|c| c.starts_with("group-cell")))
+    {
+        let crossing = c["data-src-group"] != c["data-dst-group"];
+        assert_eq!(
+            c["class"].contains("failed"),
+            crossing,
+            "{c:?}: only the cells between the leaves fail"
+        );
+    }
+}
