@@ -293,7 +293,7 @@ fn with_a_topology_the_browser_orders_the_matrix_by_leaf_and_shows_the_switch_fi
         .filter(|a| a.get("class").map(String::as_str) == Some("group-label"))
         .map(|a| a["data-group"].clone())
         .collect();
-    // (once over the pair matrix, once over the group × group one)
+    // (each drawing of the matrix labels its groups: twice on this page)
     assert_eq!(labels, ["leaf0", "leaf1", "leaf0", "leaf1"], "{dom}");
     for c in elements(&dom, "rect")
         .into_iter()
