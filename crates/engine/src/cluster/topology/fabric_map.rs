@@ -232,6 +232,12 @@ impl FabricMap {
         let &g = self.group_of.get(rank as usize)?;
         self.groups.get(g as usize)
     }
+
+    /// Each group's ranks, ascending, the groups in the map's order
+    /// ("unknown" last): what the schedule pairs groups by.
+    pub fn group_ranks(&self) -> Vec<Vec<Rank>> {
+        self.groups.iter().map(|g| g.ranks.clone()).collect()
+    }
 }
 
 /// The key a rank is grouped by: its leaves, one entry when they are all
@@ -406,6 +412,10 @@ mod tests {
         assert_eq!(map.leaf_of[1], [Some(leaf1)]);
         assert_eq!(map.group(1).unwrap().name, "leaf1");
         assert_eq!(map.group_of[13], 0);
+        assert_eq!(
+            map.group_ranks(),
+            [[0, 7, 10, 13], [1, 4, 11, 14], [2, 5, 8, 15], [3, 6, 9, 12]]
+        );
         assert_eq!(map.switches.len(), 6);
         assert!(map.notes.is_empty(), "{:?}", map.notes);
         assert!(map.groups.iter().all(|g| !g.is_unknown()));
@@ -487,6 +497,7 @@ mod tests {
         assert!(unknown.is_unknown() && unknown.leaves.is_empty());
         assert_eq!(unknown.ranks, [2, 3]);
         assert_eq!(map.group_of, [1, 0, 2, 2]);
+        assert_eq!(map.group_ranks(), [vec![1], vec![0], vec![2, 3]]);
         assert!(map.leaf_of[2].is_empty());
         assert_eq!(map.leaf_of[1][1], None);
         assert_eq!(
