@@ -556,9 +556,7 @@ impl Coordinator {
 
     /// The groups as the schedule takes them (each group's ranks).
     fn groups(&self) -> Option<Vec<Vec<Rank>>> {
-        self.fabric
-            .as_ref()
-            .map(|f| f.groups.iter().map(|g| g.ranks.clone()).collect())
+        self.fabric.as_ref().map(FabricMap::group_ranks)
     }
 
     /// Where each rank's rails sit, for the verdicts and the page.
