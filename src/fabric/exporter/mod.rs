@@ -76,6 +76,8 @@ pub struct ExporterArgs {
 #[derive(Debug)]
 struct Exporter {
     args: ExporterArgs,
+    /// What `/metrics` reads, built once from `--sysfs-root`.
+    sysfs: crate::sysfs::Sysfs,
     /// The `--probe-arg`s, parsed once per test binary.
     probe_flags: ProbeFlags,
     /// Targets with a probe running.
@@ -127,6 +129,7 @@ pub fn run(args: &ExporterArgs) -> anyhow::Result<u8> {
         .map_err(|e| UsageError(format!("--listen: cannot listen on {}: {e}", args.listen)))?;
     let exporter = Arc::new(Exporter {
         args: args.clone(),
+        sysfs: args.sysfs.sysfs(),
         probe_flags,
         probing: Mutex::new(BTreeSet::new()),
         probes: AtomicUsize::new(0),
@@ -218,7 +221,7 @@ impl Exporter {
 
     /// `/metrics`: the ports, read now.
     fn metrics(&self) -> String {
-        match self.args.sysfs.sysfs().devices(None, None) {
+        match self.sysfs.devices(None, None) {
             Ok(devices) => port_exposition_with_status(&devices, None, None),
             Err(e) => port_exposition_with_status(&[], None, Some(&e.to_string())),
         }
