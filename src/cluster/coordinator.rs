@@ -800,7 +800,7 @@ fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> an
                     test: &test.describe(),
                     duration_s: took,
                 },
-                layout: layout.as_ref(),
+                layout,
             },
             plan.coordinating.report_options,
         ),

@@ -181,6 +181,8 @@ pub struct Coordinator {
     /// Where the members' rails sit, when a topology said (read once the
     /// gathering closed).
     fabric: Option<FabricMap>,
+    /// The same as the verdicts and the page take it, built once with it.
+    layout: Option<LeafLayout>,
     /// The one set of live ranks.
     live: Vec<bool>,
     /// The pattern (`None`: a pairs file).
@@ -216,6 +218,7 @@ impl Coordinator {
             )),
             members: Vec::new(),
             fabric: None,
+            layout: None,
             live: vec![false; size],
             pattern: None,
             index: 0,
@@ -391,7 +394,7 @@ impl Coordinator {
             &self.measurements,
             &self.setup.thresholds,
             &self.node_facts(true),
-            self.layout().as_ref(),
+            self.layout(),
         )
     }
 
@@ -453,6 +456,12 @@ impl Coordinator {
         }
         self.members = members;
         self.fabric = self.place_members();
+        self.layout = self.fabric.as_ref().map(|f| LeafLayout {
+            switch_names: f.switches.iter().map(|s| s.name.clone()).collect(),
+            leaf_of: f.leaf_of.clone(),
+            group_names: f.groups.iter().map(|g| g.name.clone()).collect(),
+            group_of: f.group_of.clone(),
+        });
         let rounds = match self.build_schedule() {
             Ok(r) => r,
             Err(e) => {
@@ -560,14 +569,8 @@ impl Coordinator {
     }
 
     /// Where each rank's rails sit, for the verdicts and the page.
-    pub fn layout(&self) -> Option<LeafLayout> {
-        let f = self.fabric.as_ref()?;
-        Some(LeafLayout {
-            switch_names: f.switches.iter().map(|s| s.name.clone()).collect(),
-            leaf_of: f.leaf_of.clone(),
-            group_names: f.groups.iter().map(|g| g.name.clone()).collect(),
-            group_of: f.group_of.clone(),
-        })
+    pub fn layout(&self) -> Option<&LeafLayout> {
+        self.layout.as_ref()
     }
 
     /// The schedule rank 0's flags ask for.
