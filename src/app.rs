@@ -17,7 +17,8 @@ The tests are separate binaries with perftest's flags:
   write_lat, read_lat, send_lat           latency   (ib_write_lat, ib_read_lat, ib_send_lat)
 Run one with --help for its flags; every one takes --prom FILE for Prometheus text.
 
-Exit codes: 0 ok, 1 failure while running, 2 bad input, 3 a check found a FAIL or an error.";
+Exit codes: 0 ok, 1 failure while running, 2 bad input, 3 a check found a FAIL or an error,
+5 health: UNKNOWN (a check could not finish; never a reason to drain).";
 
 /// `rdmaperf`: RDMA fabric health and cluster checks.
 #[derive(Debug, Parser)]
@@ -41,6 +42,8 @@ pub enum Command {
     },
     /// Serve Prometheus metrics: /metrics (this host's ports) and /probe (a short test against a --persistent server).
     Exporter(exporter::ExporterArgs),
+    /// The node check a scheduler runs (Slurm HealthCheckProgram/Prolog, NHC, node-problem-detector): rails, rates, link flaps and error rates over time, an optional self-test against each rail's own past; PASS/WARN/FAIL/UNKNOWN.
+    Health(Box<crate::health::HealthArgs>),
     /// Test every link of a cluster: launched once per node by srun, mpirun or torchrun; rank 0 reports.
     Cluster(Box<crate::cluster::ClusterArgs>),
 }
@@ -62,6 +65,7 @@ pub fn main() -> ExitCode {
         } => doctor::run(&args),
         Command::Exporter(args) => exporter::run(&args),
         Command::Cluster(args) => crate::cluster::run(&args),
+        Command::Health(args) => crate::health::run(&args),
     };
     crate::exit::finish("rdmaperf", result)
 }

@@ -22,6 +22,7 @@ pub mod clock;
 pub mod cluster;
 pub mod exit;
 pub mod fabric;
+pub mod health;
 pub mod inventory;
 pub mod measure;
 pub mod oob;

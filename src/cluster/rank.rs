@@ -400,7 +400,7 @@ pub(super) fn bind_to_rail_node(plan: &ClusterPlan, device: &DeviceSelection) {
 }
 
 /// This host's name (the kernel's).
-pub(super) fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .ok()
@@ -411,7 +411,7 @@ pub(super) fn host_name() -> String {
 /// The IPv4 address where rdma_cm reaches `rail`: its port's IPv4-mapped
 /// GID (RoCE v2), else the first IPv4 address of its network interface
 /// (iWARP, IPoIB) as this network namespace sees it.
-fn rail_address(devices: &[engine::fabric::ports::DeviceState], rail: &Rail) -> Option<String> {
+pub(crate) fn rail_address(devices: &[engine::fabric::ports::DeviceState], rail: &Rail) -> Option<String> {
     let port = devices
         .iter()
         .find(|d| d.name == rail.device)?

@@ -14,14 +14,17 @@ use std::thread;
 use std::time::Instant;
 
 use engine::cluster::rails::Rail;
-use engine::cluster::schedule::{self, Rank};
+use engine::cluster::pair_test::PairTest;
+use engine::cluster::schedule::{self, Rank, Schedule};
 use engine::cluster::verdict::{self, Measurement, NodeFacts, Outcome};
 
 use super::ClusterPlan;
 use super::pair;
-use super::rank::{bind_to_rail_node, node_rails, rail_device};
+use super::rank::{node_rails, rail_device};
 use crate::exit::UsageError;
 use crate::oob::Listener;
+use crate::placement::NicNodeBinding;
+use crate::options::DeviceSelection;
 
 /// Runs the self-test on this node's rails; the exit code (0 pass, 3 a
 /// FAIL verdict).
@@ -59,30 +62,15 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
         test.describe()
     )
     .map_err(crate::exit::stdout_write_error)?;
-    let mut all: Vec<Measurement> = Vec::new();
-    for (index, round) in schedule.rounds.iter().enumerate() {
-        let index = index as u32;
-        let measured: Vec<Vec<Measurement>> = thread::scope(|s| {
-            let handles: Vec<_> = round
-                .pairs
-                .iter()
-                .map(|p| {
-                    let rails = &rails;
-                    s.spawn(move || {
-                        vec![
-                            direction(plan, rails, p.client, p.server, index),
-                            direction(plan, rails, p.server, p.client, index),
-                        ]
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_default())
-                .collect()
-        });
-        all.extend(measured.into_iter().flatten());
-    }
+    let all = measure_rails(
+        &RailTest {
+            test: &plan.test,
+            gid_index: plan.device.gid_index,
+            numa: plan.numa.as_ref(),
+        },
+        &rails,
+        &schedule,
+    );
     let facts: Vec<NodeFacts> = rails
         .iter()
         .map(|r| NodeFacts {
@@ -140,10 +128,62 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
     Ok(code)
 }
 
+/// What the directions between one node's rails run: the test, the GID
+/// index (`-x`) and the NUMA binding of each side's thread (none under
+/// `--simulate` or a restricted start). `rdmaperf cluster` with one rank
+/// and `rdmaperf health --active` both measure through it.
+#[derive(Debug, Clone, Copy)]
+pub struct RailTest<'a> {
+    /// The test each direction runs.
+    pub test: &'a PairTest,
+    /// `-x`.
+    pub gid_index: Option<u32>,
+    /// Each side's thread bound to its NIC's NUMA node.
+    pub numa: Option<&'a NicNodeBinding>,
+}
+
+impl RailTest<'_> {
+    fn bind(&self, device: &DeviceSelection) {
+        if let (Some(numa), Some(name)) = (self.numa, &device.name) {
+            numa.bind(name);
+        }
+    }
+}
+
+/// Every direction of every pair of `schedule` (ranks are indices into
+/// `rails`), the pairs of a round at the same time, the rounds in order.
+/// Every direction's wait is bounded by the test's `timeout_s`.
+pub fn measure_rails(rt: &RailTest<'_>, rails: &[Rail], schedule: &Schedule) -> Vec<Measurement> {
+    let mut all: Vec<Measurement> = Vec::new();
+    for (index, round) in schedule.rounds.iter().enumerate() {
+        let index = index as u32;
+        let measured: Vec<Vec<Measurement>> = thread::scope(|s| {
+            let handles: Vec<_> = round
+                .pairs
+                .iter()
+                .map(|p| {
+                    s.spawn(move || {
+                        vec![
+                            direction(rt, rails, p.client, p.server, index),
+                            direction(rt, rails, p.server, p.client, index),
+                        ]
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        all.extend(measured.into_iter().flatten());
+    }
+    all
+}
+
 /// Data from rail `from` to rail `to`: `to` serves on a loopback
 /// listener, `from` drives the test against it.
-fn direction(plan: &ClusterPlan, rails: &[Rail], from: Rank, to: Rank, round: u32) -> Measurement {
-    let device = |r: Rank| rail_device(&rails[r as usize], plan.device.gid_index);
+fn direction(rt: &RailTest<'_>, rails: &[Rail], from: Rank, to: Rank, round: u32) -> Measurement {
+    let device = |r: Rank| rail_device(&rails[r as usize], rt.gid_index);
     let listener = match Listener::bind("127.0.0.1", 0) {
         Ok(l) => l,
         Err(e) => {
@@ -162,12 +202,12 @@ fn direction(plan: &ClusterPlan, rails: &[Rail], from: Rank, to: Rank, round: u3
     // Each side on its own NIC's NUMA node, as between nodes.
     thread::scope(|s| {
         let server = s.spawn(|| {
-            bind_to_rail_node(plan, &server_device);
-            pair::serve(&plan.test, &server_device, &listener)
+            rt.bind(&server_device);
+            pair::serve(rt.test, &server_device, &listener)
         });
-        bind_to_rail_node(plan, &client_device);
+        rt.bind(&client_device);
         let m = pair::send_to(
-            &plan.test,
+            rt.test,
             &client_device,
             (from, to),
             (round, 0),

@@ -148,6 +148,15 @@ impl Sysfs {
             .collect()
     }
 
+    /// A counter of network interface `netdev` (`class/net/<if>/<name>`,
+    /// e.g. `carrier_changes`), when it is a readable integer.
+    pub fn netdev_counter(&self, netdev: &str, name: &str) -> Option<u64> {
+        if netdev.contains('/') || netdev.starts_with('.') {
+            return None;
+        }
+        parse_counter(&attr(&self.root.join("class/net").join(netdev).join(name))?)
+    }
+
     /// How many PCI devices are bound to the `nvidia` driver.
     pub fn nvidia_devices(&self) -> usize {
         fs::read_dir(self.root.join("bus/pci/drivers/nvidia"))

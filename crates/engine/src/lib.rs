@@ -33,10 +33,12 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod baseline;
 pub mod bench;
 pub mod cluster;
 pub mod fabric;
 pub mod format;
+pub mod health;
 pub mod nccl;
 pub mod proto;
 pub mod results;
