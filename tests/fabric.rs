@@ -1287,3 +1287,277 @@ fn exporter_serves_with_probe_args_some_tests_refuse_and_refuses_ones_all_refuse
         "{err}"
     );
 }
+
+// --- health on fixture trees --------------------------------------------------
+
+/// `rdmaperf health` on the fixture copy `tree` with the state in `state`.
+fn health(tree: &Path, state: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "health",
+        "--sysfs-root",
+        tree.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    rdmaperf(&args)
+}
+
+/// The lines of a text report that start with `prefix`.
+fn lines_with<'a>(stdout: &'a str, prefix: &str) -> Vec<&'a str> {
+    stdout.lines().filter(|l| l.starts_with(prefix)).collect()
+}
+
+fn write_counter(file: &Path, value: u64) {
+    std::fs::write(file, format!("{value}\n")).unwrap();
+}
+
+#[test]
+fn health_passes_eight_healthy_rails_and_fails_a_port_taken_down_with_its_nhc_reason() {
+    let tree = TempDir::copy_of("health-down", &fixture("sysfs/eight-rails"));
+    let parent = TempDir::new("health-down-state");
+    let state = TempDir(parent.root().join("state"));
+    let out = health(tree.root(), state.root(), &["--expect-rails", "8"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.starts_with("health: PASS on "), "{stdout}");
+    assert!(
+        stdout.contains("PASS rails: 8 rails present: mlx5_0/1, mlx5_1/1,"),
+        "{stdout}"
+    );
+    assert_eq!(lines_with(&stdout, "PASS port ").len(), 8, "{stdout}");
+    // The state directory was made owner-only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(state.root())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+
+    // mlx5_4 goes down, as `ibportstate disable` leaves it.
+    let port = tree.root().join("class/infiniband/mlx5_4/ports/1");
+    std::fs::write(port.join("state"), "1: DOWN\n").unwrap();
+    std::fs::write(port.join("phys_state"), "3: Disabled\n").unwrap();
+    let out = health(tree.root(), state.root(), &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert_eq!(
+        lines_with(&stdout, "FAIL "),
+        ["FAIL port mlx5_4/1: state DOWN, not ACTIVE; physical state Disabled, not LinkUp"],
+        "{stdout}"
+    );
+    // The scheduler's line: one line, the prefix NHC-style wrappers test.
+    let out = health(tree.root(), state.root(), &["--format", "nhc"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        text(&out.stdout),
+        "rdmaperf: port: mlx5_4/1 state DOWN, not ACTIVE; physical state Disabled, not LinkUp\n"
+    );
+    // node-problem-detector: exit 1, at most 80 characters.
+    let out = health(tree.root(), state.root(), &["--format", "npd"]);
+    assert_eq!(out.status.code(), Some(1));
+    let message = text(&out.stdout);
+    assert!(
+        message.starts_with("rdmaperf: port: mlx5_4/1 state DOWN"),
+        "{message}"
+    );
+    assert!(message.trim_end().chars().count() <= 80, "{message}");
+    // The full record.
+    let out = health(tree.root(), state.root(), &["--json"]);
+    let doc = json(&out);
+    assert_eq!(doc["kind"], "health");
+    assert_eq!(doc["verdict"], "FAIL");
+    let failed: Vec<&serde_json::Value> = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "FAIL")
+        .collect();
+    assert_eq!(failed.len(), 1, "{doc:#}");
+    assert_eq!(failed[0]["check"], "port");
+    assert_eq!(failed[0]["subject"], "mlx5_4/1");
+}
+
+#[test]
+fn health_fails_a_rate_trained_down_and_a_missing_rail() {
+    let state = TempDir::new("health-rate-state");
+    // complete/: mlx5_1 at 200 Gb/s (2X NDR) beside mlx5_0 at 400.
+    let tree = fixture("sysfs/complete");
+    let out = health(&tree, state.root(), &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert_eq!(
+        lines_with(&stdout, "FAIL "),
+        [
+            "FAIL rate mlx5_1/1: rate 200 Gb/sec (2X NDR) below 400 Gb/s (the fastest port of its \
+          kind here): trained down"
+        ],
+        "{stdout}"
+    );
+    // A rail named but not there is a finding, not bad input.
+    let tree = fixture("sysfs/eight-rails");
+    let out = health(&tree, state.root(), &["--rails", "mlx5_0,mlx5_1,mlx5_9"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("FAIL rails: missing: mlx5_9/1"), "{stdout}");
+    let out = health(&tree, state.root(), &["--expect-rails", "9"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(text(&out.stdout).contains("FAIL rails: expected 9 rails, found 8"));
+}
+
+#[test]
+fn health_fails_symbol_errors_over_120_and_warns_on_other_rising_counters() {
+    let tree = TempDir::copy_of("health-sym", &fixture("sysfs/eight-rails"));
+    let state = TempDir::new("health-sym-state");
+    let counters = tree.root().join("class/infiniband/mlx5_2/ports/1/counters");
+    assert_eq!(
+        health(tree.root(), state.root(), &[]).status.code(),
+        Some(0)
+    );
+    // A bad cable: 200 symbol errors and a receive error since the last run.
+    write_counter(&counters.join("symbol_error"), 200);
+    write_counter(&counters.join("port_rcv_errors"), 1);
+    let out = health(tree.root(), state.root(), &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    let fail = lines_with(&stdout, "FAIL ");
+    assert_eq!(fail.len(), 1, "{stdout}");
+    assert!(
+        fail[0].starts_with("FAIL symbol_error mlx5_2/1: 200 in the last ")
+            && fail[0].ends_with("(fail at 120 per hour)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        lines_with(&stdout, "WARN "),
+        ["WARN counters mlx5_2/1: rose since the last run: counters/port_rcv_errors 0 -> 1"],
+        "{stdout}"
+    );
+    // Under the threshold: a count, not a failure.
+    let tree2 = TempDir::copy_of("health-sym2", &fixture("sysfs/eight-rails"));
+    let state2 = TempDir::new("health-sym2-state");
+    assert_eq!(
+        health(tree2.root(), state2.root(), &[]).status.code(),
+        Some(0)
+    );
+    let c2 = tree2
+        .root()
+        .join("class/infiniband/mlx5_2/ports/1/counters");
+    write_counter(&c2.join("symbol_error"), 3);
+    let out = health(tree2.root(), state2.root(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("PASS symbol_error mlx5_2/1: 3 in the last "));
+}
+
+#[test]
+fn health_counts_link_flaps_in_the_window_one_warns_five_fail() {
+    let tree = TempDir::copy_of("health-flap", &fixture("sysfs/eight-rails"));
+    let state = TempDir::new("health-flap-state");
+    let downed = tree
+        .root()
+        .join("class/infiniband/mlx5_3/ports/1/counters/link_downed");
+    assert_eq!(
+        health(tree.root(), state.root(), &[]).status.code(),
+        Some(0)
+    );
+    write_counter(&downed, 1);
+    let out = health(tree.root(), state.root(), &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(
+        lines_with(&stdout, "WARN "),
+        [
+            "WARN flap mlx5_3/1: 1 link flap in the last 24h (warn at 2); 1 since the last run \
+          (link_downed +1)"
+        ],
+        "{stdout}"
+    );
+    // Four more, over two runs: the window holds five.
+    write_counter(&downed, 3);
+    let out = health(tree.root(), state.root(), &[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stdout)
+            .contains("WARN flap mlx5_3/1: 3 link flaps in the last 24h (warn at 2, fail at 5)")
+    );
+    write_counter(&downed, 5);
+    let out = health(tree.root(), state.root(), &["--format", "nhc"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        text(&out.stdout),
+        "rdmaperf: flap: mlx5_3/1 5 link flaps in the last 24h (fail at 5); 2 since the last \
+         run (link_downed +2)\n"
+    );
+    // Nothing new: still five in the window, still FAIL (the window, not
+    // the last run, decides).
+    let out = health(tree.root(), state.root(), &[]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stdout).contains("FAIL flap mlx5_3/1: 5 link flaps in the last 24h (fail at 5)")
+    );
+    // A one-second window has forgotten them by now.
+    std::thread::sleep(Duration::from_millis(1_100));
+    let out = health(tree.root(), state.root(), &["--flap-window", "1s"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+}
+
+#[test]
+fn health_sets_a_damaged_state_file_aside_and_still_judges() {
+    let tree = fixture("sysfs/eight-rails");
+    let state = TempDir::new("health-bad-state");
+    assert_eq!(health(&tree, state.root(), &[]).status.code(), Some(0));
+    let file = state.root().join("health-state.json");
+    assert!(file.exists());
+    std::fs::write(
+        &file,
+        "{\"format\": \"rdmaperf-health-state\", \"version\": 1, \"no",
+    )
+    .unwrap();
+    let out = health(&tree, state.root(), &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let note = lines_with(&stdout, "note: state file ");
+    assert_eq!(note.len(), 1, "{stdout}");
+    assert!(
+        note[0].contains("damaged") && note[0].contains("set aside as"),
+        "{stdout}"
+    );
+    let aside: Vec<String> = std::fs::read_dir(state.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("health-state.json.bad-"))
+        .collect();
+    assert_eq!(aside.len(), 1);
+    // A fresh, valid file replaced it.
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(doc["format"], "rdmaperf-health-state");
+}
+
+#[test]
+fn health_bad_flags_exit_2_naming_the_flag() {
+    let tree = fixture_str("sysfs/eight-rails");
+    for (args, flag) in [
+        (&["--budget", "0"][..], "--budget"),
+        (&["--flap-warn", "6"][..], "--flap-warn"),
+        (&["--flap-window", "1w"][..], "--flap-window"),
+        (&["--min-bw", "100"][..], "--min-bw"),
+        (&["--active", "--baseline-drop", "2"][..], "--baseline-drop"),
+        (&["--rails", "mlx5_0,,"][..], "--rails"),
+        (&["--format", "xml"][..], "--format"),
+    ] {
+        let mut argv = vec!["health", "--sysfs-root", &tree];
+        argv.extend_from_slice(args);
+        let out = rdmaperf(&argv);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(flag),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}

@@ -411,7 +411,10 @@ pub(crate) fn host_name() -> String {
 /// The IPv4 address where rdma_cm reaches `rail`: its port's IPv4-mapped
 /// GID (RoCE v2), else the first IPv4 address of its network interface
 /// (iWARP, IPoIB) as this network namespace sees it.
-pub(crate) fn rail_address(devices: &[engine::fabric::ports::DeviceState], rail: &Rail) -> Option<String> {
+pub(crate) fn rail_address(
+    devices: &[engine::fabric::ports::DeviceState],
+    rail: &Rail,
+) -> Option<String> {
     let port = devices
         .iter()
         .find(|d| d.name == rail.device)?

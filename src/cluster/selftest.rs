@@ -13,8 +13,8 @@ use std::io::Write as _;
 use std::thread;
 use std::time::Instant;
 
-use engine::cluster::rails::Rail;
 use engine::cluster::pair_test::PairTest;
+use engine::cluster::rails::Rail;
 use engine::cluster::schedule::{self, Rank, Schedule};
 use engine::cluster::verdict::{self, Measurement, NodeFacts, Outcome};
 
@@ -23,8 +23,8 @@ use super::pair;
 use super::rank::{node_rails, rail_device};
 use crate::exit::UsageError;
 use crate::oob::Listener;
-use crate::placement::NicNodeBinding;
 use crate::options::DeviceSelection;
+use crate::placement::NicNodeBinding;
 
 /// Runs the self-test on this node's rails; the exit code (0 pass, 3 a
 /// FAIL verdict).

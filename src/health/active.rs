@@ -302,7 +302,9 @@ fn baseline_check(key: &str, judged: &BaselineJudgement, gbps: f64, rule: &Basel
             ),
         ),
         BaselineJudgement::Below { .. } => {
-            let line = judged.line(key).unwrap_or_else(|| "below its baseline".into());
+            let line = judged
+                .line(key)
+                .unwrap_or_else(|| "below its baseline".into());
             // The line names the direction first; the check's subject says it.
             let message = line
                 .strip_prefix(&format!("{key}: "))

@@ -329,7 +329,9 @@ pub fn run(args: &HealthArgs) -> anyhow::Result<u8> {
         .as_deref()
         .map(|node| slurm::apply(node, report.verdict, report.reason().as_deref()));
     if let Some(d) = &drained {
-        report.notes.push(format!("slurm: {}: {}", d.action, d.detail));
+        report
+            .notes
+            .push(format!("slurm: {}: {}", d.action, d.detail));
     }
     print(&plan, &report, drained.as_ref(), state_dir.as_ref())?;
     Ok(match (plan.format, plan.json) {
@@ -406,7 +408,10 @@ mod tests {
             (&["--budget", "0"][..], "--budget"),
             (&["--flap-warn", "6"][..], "--flap-warn"),
             (&["--min-bw", "100"][..], "--min-bw"),
-            (&["--active", "--baseline-drop", "1.5"][..], "--baseline-drop"),
+            (
+                &["--active", "--baseline-drop", "1.5"][..],
+                "--baseline-drop",
+            ),
             (&["--active", "--baseline-runs", "0"][..], "--baseline-runs"),
             (&["--rails", "mlx5_0,mlx5_0"][..], "--rails"),
         ] {

@@ -28,7 +28,10 @@ fn not_ours(meta: &fs::Metadata) -> Option<String> {
     // This process's user: the owner of /proc/self (no libc call needed).
     let me = fs::metadata("/proc/self").map(|m| m.uid()).ok()?;
     if meta.uid() != me {
-        return Some(format!("owned by uid {}, not this user (uid {me})", meta.uid()));
+        return Some(format!(
+            "owned by uid {}, not this user (uid {me})",
+            meta.uid()
+        ));
     }
     if meta.mode() & 0o022 != 0 {
         return Some(format!(
@@ -88,7 +91,10 @@ impl StateDir {
             Err(e) => {
                 return (
                     HealthState::new(node),
-                    Some(format!("cannot read {}: {e}; starting afresh", path.display())),
+                    Some(format!(
+                        "cannot read {}: {e}; starting afresh",
+                        path.display()
+                    )),
                 );
             }
         };
@@ -166,7 +172,8 @@ mod tests {
     use super::*;
 
     fn temp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("rdmaperf-statedir-{name}-{}", std::process::id()));
+        let d =
+            std::env::temp_dir().join(format!("rdmaperf-statedir-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         d
     }
@@ -194,7 +201,10 @@ mod tests {
         fs::set_permissions(sd.file(), fs::Permissions::from_mode(0o600)).unwrap();
         let (s, note) = sd.load("n1", 1234);
         let note = note.unwrap();
-        assert!(note.contains("damaged") && note.contains("set aside"), "{note}");
+        assert!(
+            note.contains("damaged") && note.contains("set aside"),
+            "{note}"
+        );
         assert!(d.join("health-state.json.bad-1234").exists());
         assert!(!sd.file().exists());
         // Another node's state.

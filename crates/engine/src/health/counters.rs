@@ -229,7 +229,8 @@ pub fn count_in_window(
     let mut earlier: Vec<(&Snapshot, f64)> = history
         .iter()
         .filter_map(|s| now.since(s).map(|d| (s, d)))
-        .filter(|(_, d)| *d > 0.0 && *d <= window_s as f64)
+        // Zero is a span: /proc/uptime ticks in 10 ms, two runs can share one.
+        .filter(|(_, d)| *d <= window_s as f64)
         .collect();
     // Newest first; walk back while the counter never went down.
     earlier.sort_by(|a, b| a.1.total_cmp(&b.1));
@@ -283,10 +284,18 @@ mod tests {
     #[test]
     fn a_down_up_cycle_is_one_flap_by_either_counter() {
         let a = snap(0, 100.0, BOOT, &[(LINK_DOWNED[1], 0), (CARRIER_CHANGES, 2)]);
-        let b = snap(60, 160.0, BOOT, &[(LINK_DOWNED[1], 1), (CARRIER_CHANGES, 4)]);
+        let b = snap(
+            60,
+            160.0,
+            BOOT,
+            &[(LINK_DOWNED[1], 1), (CARRIER_CHANGES, 4)],
+        );
         let d = flaps_between(&a, &b);
         assert_eq!(d.len(), 1);
-        assert_eq!((d[0].flaps, d[0].link_downed, d[0].carrier_changes), (1, Some(1), Some(2)));
+        assert_eq!(
+            (d[0].flaps, d[0].link_downed, d[0].carrier_changes),
+            (1, Some(1), Some(2))
+        );
         // Only the netdev's counter (an IB port's IPoIB, or no link_downed):
         // five cycles, ten carrier changes, five flaps; a port still down: one.
         let c = snap(0, 100.0, BOOT, &[(CARRIER_CHANGES, 2)]);
@@ -300,18 +309,38 @@ mod tests {
 
     #[test]
     fn a_reboot_between_two_snapshots_counts_nothing_and_a_driver_reload_no_storm() {
-        let a = snap(0, 5000.0, BOOT, &[(LINK_DOWNED[0], 7), (CARRIER_CHANGES, 40)]);
-        let rebooted = snap(600, 30.0, "b2", &[(LINK_DOWNED[0], 0), (CARRIER_CHANGES, 1)]);
+        let a = snap(
+            0,
+            5000.0,
+            BOOT,
+            &[(LINK_DOWNED[0], 7), (CARRIER_CHANGES, 40)],
+        );
+        let rebooted = snap(
+            600,
+            30.0,
+            "b2",
+            &[(LINK_DOWNED[0], 0), (CARRIER_CHANGES, 1)],
+        );
         assert!(flaps_between(&a, &rebooted).is_empty());
         // Driver reload: same boot, counters back near zero; link_downed
         // counts the flaps since (2), carrier_changes adds nothing.
-        let reloaded = snap(600, 5600.0, BOOT, &[(LINK_DOWNED[0], 2), (CARRIER_CHANGES, 1)]);
+        let reloaded = snap(
+            600,
+            5600.0,
+            BOOT,
+            &[(LINK_DOWNED[0], 2), (CARRIER_CHANGES, 1)],
+        );
         let d = flaps_between(&a, &reloaded);
         assert_eq!(d.len(), 1);
         assert!(d[0].reset);
         assert_eq!(d[0].flaps, 2);
         // A wrapped carrier_changes alone is a reset, not 4 billion flaps.
-        let b = snap(0, 100.0, BOOT, &[(CARRIER_CHANGES, u64::from(u32::MAX) - 1)]);
+        let b = snap(
+            0,
+            100.0,
+            BOOT,
+            &[(CARRIER_CHANGES, u64::from(u32::MAX) - 1)],
+        );
         let wrapped = snap(60, 160.0, BOOT, &[(CARRIER_CHANGES, 2)]);
         let d = flaps_between(&b, &wrapped);
         assert_eq!((d[0].flaps, d[0].reset), (0, true));
@@ -383,6 +412,10 @@ mod tests {
         );
         // Saturated: a lower bound.
         let full = snap(4_500, 4_500.0, BOOT, &[(key, 65_535)]);
-        assert!(count_in_window(&history, &full, "rxe1/1", key, hour).unwrap().saturated);
+        assert!(
+            count_in_window(&history, &full, "rxe1/1", key, hour)
+                .unwrap()
+                .saturated
+        );
     }
 }

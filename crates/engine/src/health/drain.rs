@@ -168,12 +168,20 @@ mod tests {
             }
         );
         assert!(matches!(
-            decide(Status::Fail, Some(ours), &node(true, Some("operator: cable swap"))),
+            decide(
+                Status::Fail,
+                Some(ours),
+                &node(true, Some("operator: cable swap"))
+            ),
             DrainAction::Nothing { .. }
         ));
         // Our own, older reason is renewed; the same one is left.
         assert!(matches!(
-            decide(Status::Fail, Some(ours), &node(true, Some("rdmaperf: port: old"))),
+            decide(
+                Status::Fail,
+                Some(ours),
+                &node(true, Some("rdmaperf: port: old"))
+            ),
             DrainAction::Drain { .. }
         ));
         assert!(matches!(

@@ -431,11 +431,19 @@ mod tests {
             "n",
             0,
             false,
-            vec![check("port", "mlx5_0/1", Status::Fail, &"x\"y\n".repeat(100))],
+            vec![check(
+                "port",
+                "mlx5_0/1",
+                Status::Fail,
+                &"x\"y\n".repeat(100),
+            )],
         );
         let line = long.nhc_line().unwrap();
         assert_eq!(line.chars().count(), REASON_MAX_CHARS);
-        assert!(line.starts_with("rdmaperf: port: mlx5_0/1 x'y x'y"), "{line}");
+        assert!(
+            line.starts_with("rdmaperf: port: mlx5_0/1 x'y x'y"),
+            "{line}"
+        );
         assert!(!line.contains('\n') && !line.contains('"'));
         assert!(line.ends_with('…'));
         let npd = long.npd_message();

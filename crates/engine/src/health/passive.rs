@@ -259,12 +259,7 @@ pub fn check(input: PassiveInput<'_>) -> PassiveOutcome {
                 ),
             )
         } else {
-            Check::new(
-                "port",
-                subject.clone(),
-                Status::Fail,
-                join(&state_reasons),
-            )
+            Check::new("port", subject.clone(), Status::Fail, join(&state_reasons))
         });
         out.checks.push(if rate_reasons.is_empty() {
             let held = pv
@@ -360,7 +355,11 @@ fn rails_check(rails: &[HealthRail], limits: &Limits) -> Check {
             "rails",
             None,
             Status::Pass,
-            format!("{} present: {}", plural(present as u64, "rail"), names.join(", ")),
+            format!(
+                "{} present: {}",
+                plural(present as u64, "rail"),
+                names.join(", ")
+            ),
         )
     } else {
         Check::new("rails", None, Status::Fail, reasons.join("; "))
@@ -376,15 +375,15 @@ fn flap_check(
     limits: &Limits,
 ) -> Check {
     let window = describe_seconds(limits.flap_window_s);
-    let mut message = format!(
-        "{} in the last {window}",
-        plural(in_window, "link flap")
-    );
+    let mut message = format!("{} in the last {window}", plural(in_window, "link flap"));
     let status = if in_window >= limits.flap_fail {
         message.push_str(&format!(" (fail at {})", limits.flap_fail));
         Status::Fail
     } else if in_window >= limits.flap_warn {
-        message.push_str(&format!(" (warn at {}, fail at {})", limits.flap_warn, limits.flap_fail));
+        message.push_str(&format!(
+            " (warn at {}, fail at {})",
+            limits.flap_warn, limits.flap_fail
+        ));
         Status::Warn
     } else if since_last.is_some_and(|d| d.flaps > 0) {
         message.push_str(&format!(" (warn at {})", limits.flap_warn));
@@ -442,7 +441,10 @@ fn rate_check(name: &str, subject: Option<String>, c: &counters::WindowCount, ma
 /// The other error counters that rose since the last run: a warning.
 fn rises_check(previous: &Snapshot, now: &Snapshot, port: &str) -> Check {
     let own = |k: &str| {
-        LINK_DOWNED.contains(&k) || k == SYMBOL_ERROR || k == LINK_ERROR_RECOVERY || k == CARRIER_CHANGES
+        LINK_DOWNED.contains(&k)
+            || k == SYMBOL_ERROR
+            || k == LINK_ERROR_RECOVERY
+            || k == CARRIER_CHANGES
     };
     let mut rose = Vec::new();
     if let Some(counters) = now.ports.get(port) {

@@ -84,7 +84,9 @@ pub enum StateProblem {
     #[error("damaged: {0}")]
     Damaged(String),
     /// Another program's file, or another version of ours.
-    #[error("not an rdmaperf health state of version {STATE_VERSION} (format {format:?}, version {version})")]
+    #[error(
+        "not an rdmaperf health state of version {STATE_VERSION} (format {format:?}, version {version})"
+    )]
     Foreign {
         /// Its format field.
         format: String,
@@ -128,8 +130,8 @@ impl HealthState {
             format: String,
             version: u32,
         }
-        let header: Header = serde_json::from_slice(bytes)
-            .map_err(|e| StateProblem::Damaged(e.to_string()))?;
+        let header: Header =
+            serde_json::from_slice(bytes).map_err(|e| StateProblem::Damaged(e.to_string()))?;
         if header.format != STATE_FORMAT || header.version != STATE_VERSION {
             return Err(StateProblem::Foreign {
                 format: header.format,
@@ -179,7 +181,8 @@ impl HealthState {
             let extra = self.snapshots.len() - bounds.snapshots;
             self.snapshots.drain(..extra);
         }
-        self.flaps.retain(|e| young(e.age(&now), bounds.event_age_s));
+        self.flaps
+            .retain(|e| young(e.age(&now), bounds.event_age_s));
         if self.flaps.len() > bounds.events {
             let extra = self.flaps.len() - bounds.events;
             self.flaps.drain(..extra);
