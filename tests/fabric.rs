@@ -1561,3 +1561,72 @@ fn health_bad_flags_exit_2_naming_the_flag() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+#[test]
+fn exporter_serves_the_last_health_verdict_flaps_and_error_counts_promtool_clean() {
+    let tree = TempDir::copy_of("health-exp", &fixture("sysfs/eight-rails"));
+    let state = TempDir::new("health-exp-state");
+    let port_dir = tree.root().join("class/infiniband/mlx5_3/ports/1/counters");
+    assert_eq!(
+        health(tree.root(), state.root(), &[]).status.code(),
+        Some(0)
+    );
+    write_counter(&port_dir.join("link_downed"), 5);
+    write_counter(&port_dir.join("symbol_error"), 7);
+    assert_eq!(
+        health(tree.root(), state.root(), &[]).status.code(),
+        Some(3)
+    );
+    let port = free_port();
+    let root = tree.root().to_str().unwrap().to_owned();
+    let state_dir = state.root().to_str().unwrap().to_owned();
+    let (_exporter, _dir, _) = exporter_without_rdma(
+        "health-exp-nordma",
+        port,
+        &["--sysfs-root", &root, "--health-state-dir", &state_dir],
+    );
+    let (status, body) = http_get_when_up(port, "/metrics", Duration::from_secs(20));
+    assert_eq!(status, 200);
+    assert_promtool_clean(&body, "the exporter's /metrics with the health state");
+    let value = |name: &str, labels: &[(&str, &str)]| sample(&body, name, labels);
+    assert_eq!(value("rdmaperf_health_state_read_success", &[]), Some(1.0));
+    assert_eq!(
+        value("rdmaperf_health_verdict", &[("verdict", "FAIL")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        value("rdmaperf_health_verdict", &[("verdict", "PASS")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            "rdmaperf_health_link_flaps",
+            &[("device", "mlx5_3"), ("port", "1")]
+        ),
+        Some(5.0)
+    );
+    assert_eq!(
+        value(
+            "rdmaperf_health_link_flaps",
+            &[("device", "mlx5_0"), ("port", "1")]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            "rdmaperf_health_errors_last_hour",
+            &[
+                ("device", "mlx5_3"),
+                ("port", "1"),
+                ("counter", "symbol_error")
+            ]
+        ),
+        Some(7.0)
+    );
+    assert_eq!(
+        value("rdmaperf_health_flap_window_seconds", &[]),
+        Some(86_400.0)
+    );
+    // The ports' own metrics are still there.
+    assert_eq!(value("rdmaperf_sysfs_read_success", &[]), Some(1.0));
+}

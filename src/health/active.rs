@@ -22,7 +22,7 @@ use engine::cluster::verdict::{self, Measurement, NodeFacts, Outcome, Thresholds
 use engine::fabric::ports::DeviceState;
 use engine::health::passive::HealthRail;
 use engine::health::state::HealthState;
-use engine::health::{Check, Status};
+use engine::health::{Check, DirectionFigures, Status};
 
 use super::HealthArgs;
 use crate::cluster::selftest::{RailTest, measure_rails};
@@ -106,8 +106,13 @@ pub fn check(
     deadline: Instant,
     state: &mut HealthState,
     now_s: i64,
-) -> Vec<Check> {
-    let unknown = |msg: String| vec![Check::new("active", None, Status::Unknown, msg)];
+) -> (Vec<Check>, Vec<DirectionFigures>) {
+    let unknown = |msg: String| {
+        (
+            vec![Check::new("active", None, Status::Unknown, msg)],
+            Vec::new(),
+        )
+    };
     let names: Vec<RailName> = rails
         .iter()
         .filter(|r| r.state.as_ref().is_some_and(|p| p.state_id() == Some(4)))
@@ -204,7 +209,7 @@ fn judge(
     measured: &[Measurement],
     state: &mut HealthState,
     now_s: i64,
-) -> Vec<Check> {
+) -> (Vec<Check>, Vec<DirectionFigures>) {
     let facts: Vec<NodeFacts> = rails
         .iter()
         .map(|r| NodeFacts {
@@ -219,12 +224,14 @@ fn judge(
     };
     let v = verdict::judge_with(rails.len() as u32, &[], measured, &thresholds, &facts);
     let mut checks = Vec::new();
+    let mut figures = Vec::new();
+    let key_of = |r: &Rail| format!("{}/{}", r.device, r.port);
     for (m, d) in measured.iter().zip(&v.directions) {
-        let key = format!(
-            "{} -> {}",
-            rails[m.from as usize].name(),
-            rails[m.to as usize].name()
+        let (from, to) = (
+            key_of(&rails[m.from as usize]),
+            key_of(&rails[m.to as usize]),
         );
+        let key = format!("{from} -> {to}");
         let subject = Some(key.clone());
         match &m.outcome {
             Outcome::Measured { bw_gbps, .. } => {
@@ -248,6 +255,16 @@ fn judge(
                 let history = state.baselines.entry(key.clone()).or_default();
                 let judged = history.judge(*bw_gbps, &plan.rule);
                 let below = matches!(judged, BaselineJudgement::Below { .. });
+                figures.push(DirectionFigures {
+                    from,
+                    to,
+                    gbps: *bw_gbps,
+                    baseline_gbps: match &judged {
+                        BaselineJudgement::Within { baseline_gbps, .. }
+                        | BaselineJudgement::Below { baseline_gbps, .. } => Some(*baseline_gbps),
+                        BaselineJudgement::Building { .. } => None,
+                    },
+                });
                 checks.push(baseline_check(&key, &judged, *bw_gbps, &plan.rule));
                 history.record(Run {
                     time_s: now_s,
@@ -269,7 +286,7 @@ fn judge(
             )),
         }
     }
-    checks
+    (checks, figures)
 }
 
 /// The baseline check of one direction.

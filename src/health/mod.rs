@@ -298,12 +298,14 @@ pub fn run(args: &HealthArgs) -> anyhow::Result<u8> {
     });
     let mut checks: Vec<Check> = outcome.checks;
     notes.extend(outcome.notes);
+    let rail_figures = outcome.figures;
     let bounds = Bounds::for_window(plan.limits.flap_window_s);
     state.record(snapshot, outcome.new_events, &bounds);
 
     // Active, within what is left of the budget.
+    let mut directions = Vec::new();
     if let Some(active_plan) = &plan.active {
-        checks.extend(active::check(
+        let (active_checks, figures) = active::check(
             active_plan,
             &plan.sysfs,
             &devices,
@@ -311,12 +313,16 @@ pub fn run(args: &HealthArgs) -> anyhow::Result<u8> {
             deadline,
             &mut state,
             now.time_s,
-        ));
+        );
+        checks.extend(active_checks);
+        directions = figures;
     }
     state.trim(&bounds);
 
     let mut report = HealthReport::new(&plan.node, now.time_s, plan.active.is_some(), checks);
     report.notes = notes;
+    report.rails = rail_figures;
+    report.directions = directions;
     report.seconds = started.elapsed().as_secs_f64();
     state.last = Some(report.clone());
     if let Some(d) = &state_dir

@@ -106,7 +106,7 @@ impl StateDir {
             Some(format!("{} bytes, more than {MAX_STATE_BYTES}", meta.len()))
         } else {
             match read_bounded(&path) {
-                Ok(bytes) => match HealthState::parse(&bytes, node) {
+                Ok(bytes) => match HealthState::parse(&bytes, Some(node)) {
                     Ok(state) => return (state, None),
                     Err(e) => Some(e.to_string()),
                 },
@@ -155,6 +155,13 @@ impl StateDir {
             format!("cannot save the state to {}: {e}", path.display())
         })
     }
+}
+
+/// The last report in the state file of `dir`, read only (the
+/// exporter's view: nothing is set aside, any node's state is shown).
+pub fn last_report(dir: &Path) -> Option<engine::health::HealthReport> {
+    let bytes = read_bounded(&dir.join(STATE_FILE)).ok()?;
+    HealthState::parse(&bytes, None).ok()?.last
 }
 
 /// Reads at most [`MAX_STATE_BYTES`] + 1 bytes.

@@ -67,6 +67,9 @@ pub struct ExporterArgs {
     /// An extra argument for every probe's test client, e.g. --probe-arg=-u --probe-arg=18 (repeatable).
     #[arg(long = "probe-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub probe_args: Vec<String>,
+    /// Also serve the last `rdmaperf health` verdict, flaps, error counts and baseline ratios kept in this state directory (its --state-dir).
+    #[arg(long = "health-state-dir", value_name = "DIR")]
+    pub health_state_dir: Option<std::path::PathBuf>,
     /// Where sysfs is.
     #[command(flatten)]
     pub sysfs: super::SysfsArgs,
@@ -219,12 +222,20 @@ impl Exporter {
         let _ = http::respond(&mut stream, status, content_type, &body, head_only);
     }
 
-    /// `/metrics`: the ports, read now.
+    /// `/metrics`: the ports, read now, and with `--health-state-dir`
+    /// the last health verdict.
     fn metrics(&self) -> String {
-        match self.sysfs.devices(None, None) {
+        let mut text = match self.sysfs.devices(None, None) {
             Ok(devices) => port_exposition_with_status(&devices, None, None),
             Err(e) => port_exposition_with_status(&[], None, Some(&e.to_string())),
+        };
+        if let Some(dir) = &self.args.health_state_dir {
+            let mut x = engine::fabric::prom::text::Exposition::new();
+            let report = crate::health::state_dir::last_report(dir);
+            engine::fabric::prom::health::add_health_metrics(&mut x, report.as_ref());
+            text.push_str(&x.render());
         }
+        text
     }
 
     /// `/probe`: validates the URL (a bad one is a 400), then runs the

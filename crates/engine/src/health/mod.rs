@@ -168,6 +168,44 @@ pub struct HealthReport {
     pub notes: Vec<String>,
     /// How long the check took, seconds.
     pub seconds: f64,
+    /// Each rail's figures (flaps in the window, error counts), for the
+    /// exporter.
+    #[serde(default)]
+    pub rails: Vec<RailFigures>,
+    /// Each active direction's figure against its baseline.
+    #[serde(default)]
+    pub directions: Vec<DirectionFigures>,
+}
+
+/// One rail's figures of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RailFigures {
+    /// The device.
+    pub device: String,
+    /// The port.
+    pub port: u8,
+    /// Link flaps in the window.
+    pub flaps: u64,
+    /// The window, seconds.
+    pub flap_window_s: u64,
+    /// `symbol_error`'s rise over the last hour (or the shorter span the
+    /// state covers), when known.
+    pub symbol_errors: Option<u64>,
+    /// `link_error_recovery`'s, likewise.
+    pub link_error_recoveries: Option<u64>,
+}
+
+/// One active direction's figures of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectionFigures {
+    /// Sending rail, `rxe0/1`.
+    pub from: String,
+    /// Receiving rail.
+    pub to: String,
+    /// Its bandwidth, Gb/s.
+    pub gbps: f64,
+    /// Its baseline, Gb/s, once there is one.
+    pub baseline_gbps: Option<f64>,
 }
 
 impl HealthReport {
@@ -182,6 +220,8 @@ impl HealthReport {
             checks,
             notes: Vec::new(),
             seconds: 0.0,
+            rails: Vec::new(),
+            directions: Vec::new(),
         }
     }
 

@@ -157,6 +157,8 @@ pub struct PassiveOutcome {
     pub new_events: Vec<FlapEvent>,
     /// Notes (a reboot since the last run, a clock step, a reset).
     pub notes: Vec<String>,
+    /// Each rail's figures, for the exporter.
+    pub figures: Vec<super::RailFigures>,
 }
 
 /// Runs the passive checks.
@@ -284,6 +286,14 @@ pub fn check(input: PassiveInput<'_>) -> PassiveOutcome {
             flaps_now.get(&rail.key),
             limits,
         ));
+        let mut figures = super::RailFigures {
+            device: rail.device.clone(),
+            port: rail.port,
+            flaps: in_window,
+            flap_window_s: limits.flap_window_s,
+            symbol_errors: None,
+            link_error_recoveries: None,
+        };
         for (key, name, max) in [
             (SYMBOL_ERROR, "symbol_error", limits.max_symbol_errors),
             (
@@ -294,9 +304,15 @@ pub fn check(input: PassiveInput<'_>) -> PassiveOutcome {
         ] {
             if let Some(c) = counters::count_in_window(history, now, &rail.key, key, RATE_WINDOW_S)
             {
+                if key == SYMBOL_ERROR {
+                    figures.symbol_errors = Some(c.count);
+                } else {
+                    figures.link_error_recoveries = Some(c.count);
+                }
                 out.checks.push(rate_check(name, subject.clone(), &c, max));
             }
         }
+        out.figures.push(figures);
         if let Some(p) = previous.filter(|p| p.same_boot(now)) {
             out.checks.push(rises_check(p, now, &rail.key));
         }

@@ -115,12 +115,13 @@ impl HealthState {
         }
     }
 
-    /// Reads a state file's bytes for `node`.
+    /// Reads a state file's bytes for `node` (`None`: whichever node's,
+    /// as the exporter reads it).
     ///
     /// # Errors
     /// [`StateProblem`]: too big, not JSON of this shape, another format
     /// or version, another node's.
-    pub fn parse(bytes: &[u8], node: &str) -> Result<Self, StateProblem> {
+    pub fn parse(bytes: &[u8], node: Option<&str>) -> Result<Self, StateProblem> {
         if bytes.len() as u64 > MAX_STATE_BYTES {
             return Err(StateProblem::TooBig(bytes.len() as u64));
         }
@@ -140,7 +141,9 @@ impl HealthState {
         }
         let state: HealthState =
             serde_json::from_slice(bytes).map_err(|e| StateProblem::Damaged(e.to_string()))?;
-        if state.node != node {
+        if let Some(node) = node
+            && state.node != node
+        {
             return Err(StateProblem::OtherNode(state.node));
         }
         Ok(state)
@@ -225,24 +228,24 @@ mod tests {
         let mut s = HealthState::new("node7");
         s.record(snap(100, 50.0), Vec::new(), &Bounds::for_window(86_400));
         let bytes = serde_json::to_vec(&s).unwrap();
-        assert_eq!(HealthState::parse(&bytes, "node7").unwrap(), s);
+        assert_eq!(HealthState::parse(&bytes, Some("node7")).unwrap(), s);
         assert_eq!(
-            HealthState::parse(&bytes, "node8"),
+            HealthState::parse(&bytes, Some("node8")),
             Err(StateProblem::OtherNode("node7".into()))
         );
         assert!(matches!(
-            HealthState::parse(b"{\"format\": \"rdmaperf-health-st", "node7"),
+            HealthState::parse(b"{\"format\": \"rdmaperf-health-st", Some("node7")),
             Err(StateProblem::Damaged(_))
         ));
         assert!(matches!(
-            HealthState::parse(b"\x00\x01garbage", "node7"),
+            HealthState::parse(b"\x00\x01garbage", Some("node7")),
             Err(StateProblem::Damaged(_))
         ));
         let v2 = String::from_utf8(bytes.clone())
             .unwrap()
             .replace("\"version\":1", "\"version\":2");
         assert_eq!(
-            HealthState::parse(v2.as_bytes(), "node7"),
+            HealthState::parse(v2.as_bytes(), Some("node7")),
             Err(StateProblem::Foreign {
                 format: STATE_FORMAT.into(),
                 version: 2
@@ -254,7 +257,7 @@ mod tests {
         ));
         let big = vec![b' '; MAX_STATE_BYTES as usize + 1];
         assert!(matches!(
-            HealthState::parse(&big, "node7"),
+            HealthState::parse(&big, Some("node7")),
             Err(StateProblem::TooBig(_))
         ));
     }

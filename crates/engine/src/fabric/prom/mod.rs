@@ -9,9 +9,12 @@
 //!   series that node_exporter 1.5.0 emits for the same sysfs tree, with
 //!   its name, labels and value, plus what node_exporter lacks under
 //!   `rdmaperf_port_*` / `rdmaperf_device_*`.
+//! - [`health::add_health_metrics`]: the last `rdmaperf health` verdict,
+//!   from its state file.
 //! - [`results::ResultMetrics`]: the results of a test run (`--prom FILE`),
 //!   fed with its size records and verdicts.
 
+pub mod health;
 pub mod ports;
 pub mod results;
 pub mod text;
