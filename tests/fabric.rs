@@ -1432,6 +1432,19 @@ fn health_fails_symbol_errors_over_120_and_warns_on_other_rising_counters() {
         ["WARN counters mlx5_2/1: rose since the last run: counters/port_rcv_errors 0 -> 1"],
         "{stdout}"
     );
+    // A counter the site knows to be noise is not warned about.
+    write_counter(&counters.join("port_rcv_errors"), 2);
+    let out = health(
+        tree.root(),
+        state.root(),
+        &["--ignore-counter", "port_rcv_errors"],
+    );
+    let stdout = text(&out.stdout);
+    assert!(lines_with(&stdout, "WARN ").is_empty(), "{stdout}");
+    assert!(
+        stdout.contains("PASS counters mlx5_2/1: no error counter rose since the last run"),
+        "{stdout}"
+    );
     // Under the threshold: a count, not a failure.
     let tree2 = TempDir::copy_of("health-sym2", &fixture("sysfs/eight-rails"));
     let state2 = TempDir::new("health-sym2-state");

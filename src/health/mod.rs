@@ -85,6 +85,9 @@ pub struct HealthArgs {
     /// link_error_recovery counts per hour that fail.
     #[arg(long = "max-link-recoveries", value_name = "N", default_value_t = 300)]
     pub max_link_recoveries: u64,
+    /// An error counter not to warn about when it rises (its name, e.g. duplicate_request, or counters/NAME, hw_counters/NAME; repeatable).
+    #[arg(long = "ignore-counter", value_name = "NAME")]
+    pub ignore_counters: Vec<String>,
     /// With --active: a direction below this fraction of its own baseline (the median of its last --baseline-runs passing runs) fails.
     #[arg(long = "baseline-drop", value_name = "FRACTION", default_value_t = 0.9)]
     pub baseline_drop: f64,
@@ -212,6 +215,7 @@ impl HealthArgs {
                 flap_fail: self.flap_fail,
                 max_symbol_errors: self.max_symbol_errors,
                 max_link_recoveries: self.max_link_recoveries,
+                ignore_counters: self.ignore_counters.clone(),
             },
             active,
             budget: Duration::from_secs_f64(budget),
@@ -300,7 +304,7 @@ pub fn run(args: &HealthArgs) -> anyhow::Result<u8> {
     notes.extend(outcome.notes);
     let rail_figures = outcome.figures;
     let bounds = Bounds::for_window(plan.limits.flap_window_s);
-    state.record(snapshot, outcome.new_events, &bounds);
+    let mut new_events = outcome.new_events;
 
     // Active, within what is left of the budget.
     let mut directions = Vec::new();
@@ -317,6 +321,29 @@ pub fn run(args: &HealthArgs) -> anyhow::Result<u8> {
         checks.extend(active_checks);
         directions = figures;
     }
+    // The snapshot kept is read after the active test, so that the next
+    // run does not blame the retries our own traffic caused; a flap during
+    // the test is still counted.
+    let kept = if plan.active.is_some() {
+        let after_devices = plan.sysfs.devices(None, None).unwrap_or_default();
+        let after_rails = passive::health_rails(&after_devices, &plan.rails);
+        let after = readings::snapshot(&plan.sysfs, &after_rails, &readings::Clock::read());
+        for d in engine::health::counters::flaps_between(&snapshot, &after) {
+            if d.flaps > 0 {
+                new_events.push(engine::health::counters::FlapEvent {
+                    port: d.port,
+                    flaps: d.flaps,
+                    time_s: after.time_s,
+                    boot_id: after.boot_id.clone(),
+                    uptime_s: after.uptime_s,
+                });
+            }
+        }
+        after
+    } else {
+        snapshot
+    };
+    state.record(kept, new_events, &bounds);
     state.trim(&bounds);
 
     let mut report = HealthReport::new(&plan.node, now.time_s, plan.active.is_some(), checks);

@@ -39,6 +39,9 @@ pub struct Limits {
     pub max_symbol_errors: u64,
     /// `--max-link-recoveries` per hour (300, NVSentinel's 5 a minute).
     pub max_link_recoveries: u64,
+    /// `--ignore-counter`: error counters whose rise is not warned about
+    /// (a name, or `counters/NAME`, `hw_counters/NAME`).
+    pub ignore_counters: Vec<String>,
 }
 
 impl Default for Limits {
@@ -51,6 +54,7 @@ impl Default for Limits {
             flap_fail: 5,
             max_symbol_errors: 120,
             max_link_recoveries: 300,
+            ignore_counters: Vec::new(),
         }
     }
 }
@@ -314,7 +318,8 @@ pub fn check(input: PassiveInput<'_>) -> PassiveOutcome {
         }
         out.figures.push(figures);
         if let Some(p) = previous.filter(|p| p.same_boot(now)) {
-            out.checks.push(rises_check(p, now, &rail.key));
+            out.checks
+                .push(rises_check(p, now, &rail.key, &limits.ignore_counters));
         }
     }
     if stepped {
@@ -455,7 +460,7 @@ fn rate_check(name: &str, subject: Option<String>, c: &counters::WindowCount, ma
 }
 
 /// The other error counters that rose since the last run: a warning.
-fn rises_check(previous: &Snapshot, now: &Snapshot, port: &str) -> Check {
+fn rises_check(previous: &Snapshot, now: &Snapshot, port: &str, ignored: &[String]) -> Check {
     let own = |k: &str| {
         LINK_DOWNED.contains(&k)
             || k == SYMBOL_ERROR
@@ -468,7 +473,10 @@ fn rises_check(previous: &Snapshot, now: &Snapshot, port: &str) -> Check {
             let watched = key
                 .split_once('/')
                 .is_some_and(|(sub, name)| is_error_counter(sub, name));
-            if own(key) || !watched {
+            let is_ignored = ignored
+                .iter()
+                .any(|i| i == key || key.split_once('/').is_some_and(|(_, name)| name == i));
+            if own(key) || !watched || is_ignored {
                 continue;
             }
             if let Some(before) = previous.get(port, key).filter(|&b| after > b) {
