@@ -377,11 +377,11 @@ pub fn one_line(text: &str, tail: &str, max: usize) -> String {
 /// A duration for a reason or a flag: `24h`, `90m`, `45s`, `3d` (hours
 /// up to two days).
 pub fn describe_seconds(s: u64) -> String {
-    if s > 172_800 && s % 86_400 == 0 {
+    if s > 172_800 && s.is_multiple_of(86_400) {
         format!("{}d", s / 86_400)
-    } else if s > 0 && s % 3_600 == 0 {
+    } else if s > 0 && s.is_multiple_of(3_600) {
         format!("{}h", s / 3_600)
-    } else if s > 0 && s % 60 == 0 {
+    } else if s > 0 && s.is_multiple_of(60) {
         format!("{}m", s / 60)
     } else {
         format!("{s}s")
@@ -429,7 +429,7 @@ mod tests {
         let warn = check("flap", "rxe0/1", Status::Warn, "1 link flap");
         let unknown = check("active", "rxe0", Status::Unknown, "over budget");
         let fail = check("port", "rxe1/1", Status::Fail, "state DOWN");
-        assert_eq!(verdict_of(&[pass.clone()]), Status::Pass);
+        assert_eq!(verdict_of(std::slice::from_ref(&pass)), Status::Pass);
         assert_eq!(verdict_of(&[pass.clone(), warn.clone()]), Status::Warn);
         assert_eq!(
             verdict_of(&[warn.clone(), unknown.clone()]),

@@ -252,7 +252,7 @@ mod tests {
             })
         );
         assert!(matches!(
-            HealthState::parse(br#"{"format":"nhc","version":1}"#, "node7"),
+            HealthState::parse(br#"{"format":"nhc","version":1}"#, Some("node7")),
             Err(StateProblem::Foreign { .. })
         ));
         let big = vec![b' '; MAX_STATE_BYTES as usize + 1];
