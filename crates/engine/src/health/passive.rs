@@ -500,3 +500,105 @@ fn rises_check(previous: &Snapshot, now: &Snapshot, port: &str, ignored: &[Strin
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::rails::RailName;
+
+    fn port(n: u8, state: &str, layer: &str) -> PortState {
+        PortState {
+            port: n,
+            state: Some(state.to_owned()),
+            phys_state: Some(
+                if state.starts_with('4') {
+                    "5: LinkUp"
+                } else {
+                    "3: Disabled"
+                }
+                .to_owned(),
+            ),
+            rate: Some("400 Gb/sec (4X NDR)".to_owned()),
+            link_layer: Some(layer.to_owned()),
+            ..PortState::default()
+        }
+    }
+
+    fn device(name: &str, ports: Vec<PortState>) -> DeviceState {
+        DeviceState {
+            name: name.to_owned(),
+            ports,
+            ..DeviceState::default()
+        }
+    }
+
+    #[test]
+    fn auto_rails_keep_a_port_that_went_down_and_named_rails_keep_a_missing_one() {
+        let devices = vec![
+            device("mlx5_10", vec![port(1, "4: ACTIVE", "InfiniBand")]),
+            device("mlx5_2", vec![port(1, "1: DOWN", "InfiniBand")]),
+            device("mlx5_0", vec![port(1, "4: ACTIVE", "InfiniBand")]),
+            device("eth_roce", vec![port(1, "4: ACTIVE", "Ethernet")]),
+        ];
+        let auto: Vec<String> = health_rails(&devices, &RailSpec::Auto)
+            .into_iter()
+            .map(|r| r.key)
+            .collect();
+        assert_eq!(auto, ["mlx5_0/1", "mlx5_2/1", "mlx5_10/1"]);
+        let named = health_rails(
+            &devices,
+            &RailSpec::Named(vec![
+                RailName {
+                    device: "mlx5_0".into(),
+                    port: None,
+                },
+                RailName {
+                    device: "mlx5_9".into(),
+                    port: Some(2),
+                },
+            ]),
+        );
+        assert_eq!(named[1].key, "mlx5_9/2");
+        assert!(named[1].state.is_none());
+        let c = rails_check(&named, &Limits::default());
+        assert_eq!(
+            (c.status, c.message.as_str()),
+            (Status::Fail, "missing: mlx5_9/2")
+        );
+    }
+
+    #[test]
+    fn a_port_down_fails_its_port_check_and_the_others_pass() {
+        let devices = vec![
+            device("mlx5_0", vec![port(1, "4: ACTIVE", "InfiniBand")]),
+            device("mlx5_1", vec![port(1, "1: DOWN", "InfiniBand")]),
+        ];
+        let rails = health_rails(&devices, &RailSpec::Auto);
+        let now = Snapshot {
+            time_s: 0,
+            uptime_s: 0.0,
+            boot_id: "b".into(),
+            ports: BTreeMap::new(),
+        };
+        let out = check(PassiveInput {
+            devices: &devices,
+            rails: &rails,
+            limits: &Limits::default(),
+            now: &now,
+            history: &[],
+            events: &[],
+        });
+        let failed: Vec<String> = out
+            .checks
+            .iter()
+            .filter(|c| c.status == Status::Fail)
+            .map(Check::line)
+            .collect();
+        assert_eq!(
+            failed,
+            ["FAIL port mlx5_1/1: state DOWN, not ACTIVE; physical state Disabled, not LinkUp"]
+        );
+        assert_eq!(out.figures.len(), 2);
+        assert!(out.notes[0].starts_with("no earlier reading"));
+    }
+}
