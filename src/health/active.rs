@@ -266,11 +266,14 @@ fn judge(
                     },
                 });
                 checks.push(baseline_check(&key, &judged, *bw_gbps, &plan.rule));
-                history.record(Run {
-                    time_s: now_s,
-                    gbps: *bw_gbps,
-                    pass: d.pass && !below,
-                });
+                history.record(
+                    Run {
+                        time_s: now_s,
+                        gbps: *bw_gbps,
+                        pass: d.pass && !below,
+                    },
+                    &plan.rule,
+                );
             }
             Outcome::Error { error } => checks.push(Check::new(
                 "active",

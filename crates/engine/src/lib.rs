@@ -24,6 +24,10 @@
 //!   [`fabric::prom`] metrics.
 //! - [`nccl`]: `doctor nccl`: [`nccl::env`] (NCCL_* checks) and
 //!   [`nccl::log`] (NCCL log reader).
+//! - [`health`]: `rdmaperf health`, the node check a scheduler runs: counter
+//!   windows that survive reboots, the passive checks, the bounded state
+//!   file, the Slurm drain rule; [`baseline`]: each link against its own
+//!   past (also `rdmaperf cluster --history`).
 //! - [`cluster`]: cluster mode: [`cluster::launch`] (rank, size and
 //!   coordinator from the launcher), [`cluster::hostlist`] (Slurm
 //!   hostlists), [`cluster::schedule`] (rounds of pairs),
