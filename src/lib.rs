@@ -34,6 +34,7 @@ pub mod runner;
 pub mod server;
 pub mod setup;
 pub mod side;
+pub mod state_dir;
 pub mod stop;
 pub mod sysfs;
 pub mod wait;

@@ -2024,3 +2024,124 @@ fn four_siw_hosts_under_two_leaves_name_the_throttled_uplink_and_pass_every_node
         assert_eq!(o.status.code(), Some(3), "rank {r}");
     }
 }
+
+// --- against its own past: --history --------------------------------------------
+
+#[test]
+fn history_builds_each_directions_baseline_then_fails_the_ones_below_it() {
+    let dir = TempDir::new("cluster-history");
+    let history = dir.root().to_str().unwrap().to_owned();
+    // 40 Gb/s against 100 passes --relative-bw 0.3: only its past can
+    // tell that rank 2's links lost 60 %.
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--simulate-ranks",
+            "4",
+            "--history",
+            &history,
+            "--baseline-runs",
+            "3",
+            "--relative-bw",
+            "0.3",
+        ];
+        args.extend_from_slice(extra);
+        cluster(&args, &[])
+    };
+    for i in 0..3 {
+        let out = run(&[]);
+        let stdout = stdout_of(&out, 0);
+        assert!(
+            stdout.contains(
+                "history: 12 directions against their own past: 0 below, 12 still building"
+            ),
+            "run {i}: {stdout}"
+        );
+    }
+    let out = run(&["--simulate-slow", "2"]);
+    let stdout = stdout_of(&out, 3);
+    assert!(
+        stdout.contains("history: 12 directions against their own past: 6 below, 0 still building"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("NODE rank 2"), "{stdout}");
+    let below: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("< 0.9 × its baseline"))
+        .collect();
+    assert_eq!(below.len(), 6, "{stdout}");
+    assert!(
+        below
+            .iter()
+            .all(|l| l.contains("40.00 Gb/s < 0.9 × its baseline 99.")
+                && l.contains("the median of its last 3 passing runs")),
+        "{stdout}"
+    );
+    // The file: owner-only, one record per direction.
+    use std::os::unix::fs::PermissionsExt;
+    let file = dir.root().join("cluster-history.json");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(doc["format"], "rdmaperf-cluster-history");
+    assert_eq!(doc["directions"].as_object().unwrap().len(), 12);
+}
+
+#[test]
+fn a_damaged_history_is_set_aside_and_bad_history_flags_exit_2() {
+    let dir = TempDir::new("cluster-history-bad");
+    let history = dir.root().to_str().unwrap().to_owned();
+    std::fs::write(dir.root().join("cluster-history.json"), "{\"format\": [").unwrap();
+    let out = cluster(&["--simulate-ranks", "3", "--history", &history], &[]);
+    let stdout = stdout_of(&out, 0);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--history: ") && stderr.contains("set aside as"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("history: 6 directions"), "{stdout}");
+    let aside = std::fs::read_dir(dir.root())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("cluster-history.json.bad-")
+        })
+        .count();
+    assert_eq!(aside, 1);
+    for (args, flag) in [
+        (
+            vec!["--simulate-ranks", "3", "--baseline-drop", "0.8"],
+            "--history",
+        ),
+        (
+            vec![
+                "--simulate-ranks",
+                "3",
+                "--history",
+                &history,
+                "--baseline-drop",
+                "1.5",
+            ],
+            "--baseline-drop",
+        ),
+        (
+            vec!["--simulate-ranks", "3", "--history", "/proc/version/x"],
+            "--history",
+        ),
+    ] {
+        let out = cluster(&args, &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(flag),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -706,14 +706,6 @@ fn send_all(poll: &Poll, conns: &mut Conns, machine: &mut Coordinator) {
 fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> anyhow::Result<u8> {
     let test = &plan.test;
     let mut out = crate::output::Stdout;
-    let judging = Instant::now();
-    let judged = machine.judge();
-    let all = machine.measurements();
-    eprintln!(
-        "rdmaperf cluster: judged {} directions in {:.1?}",
-        all.len(),
-        judging.elapsed()
-    );
     let members = machine.members();
     let hosts: Vec<Option<String>> = members
         .iter()
@@ -736,6 +728,52 @@ fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> an
             _ => Vec::new(),
         })
         .collect();
+    // --history: each direction's baseline, by its two ends.
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let history = plan.coordinating.history.as_ref().and_then(|(dir, rule)| {
+        let sd = match super::history_files::open_dir(dir) {
+            Ok(sd) => sd,
+            Err(e) => {
+                eprintln!("rdmaperf cluster: warning: {e}: no history kept");
+                return None;
+            }
+        };
+        let past = super::history_files::load(&sd, now_s);
+        Some((sd, past, rule))
+    });
+    let history_ends: Vec<Vec<String>> = if history.is_some() {
+        let per_rank: Vec<Vec<String>> = rail_devices
+            .iter()
+            .zip(&devices)
+            .map(|(rails, device)| {
+                if rails.is_empty() {
+                    device.iter().cloned().collect()
+                } else {
+                    rails.clone()
+                }
+            })
+            .collect();
+        engine::cluster::history::ends_of(&hosts, &per_rank)
+    } else {
+        Vec::new()
+    };
+    let ends = engine::cluster::history::Ends::new(&history_ends);
+    let judging = Instant::now();
+    let (judged, history_tally) = match &history {
+        Some((_, past, rule)) => {
+            let (floors, tally) = past.floors(&ends, machine.measurements(), rule);
+            (machine.judge_against(&floors), Some(tally))
+        }
+        None => (machine.judge(), None),
+    };
+    let all = machine.measurements();
+    eprintln!(
+        "rdmaperf cluster: judged {} directions in {:.1?}",
+        all.len(),
+        judging.elapsed()
+    );
     let roster = Roster {
         hosts: &hosts,
         devices: &devices,
@@ -758,6 +796,14 @@ fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> an
     let measured = all.iter().filter_map(Measurement::bw).collect();
     writeln!(out, "{}", spread_line("bandwidth", measured))
         .map_err(crate::exit::stdout_write_error)?;
+    if let Some((sd, mut past, rule)) = history {
+        let dropped = past.record(&ends, all, &judged.directions, rule, now_s);
+        if let Some(mut tally) = history_tally {
+            tally.dropped = dropped;
+            writeln!(out, "{}", tally.line()).map_err(crate::exit::stdout_write_error)?;
+        }
+        super::history_files::save(&sd, &past);
+    }
     // With several rails: what two nodes move between them at once, every
     // rail added up (on stdout and in the report).
     let pair_sums = if judged.rail_count() > 1 {

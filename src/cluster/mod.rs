@@ -18,6 +18,7 @@
 //! - [`report_files`]: rank 0's report directory, written as streams.
 
 pub mod coordinator;
+pub mod history_files;
 pub mod pair;
 pub mod rank;
 pub mod report_files;
@@ -140,6 +141,15 @@ pub struct ClusterArgs {
     /// With --report: gzip pairs.jsonl and pair-sums.jsonl (to .jsonl.gz): auto (above 65,536 directions), gzip, none (default auto).
     #[arg(long = "report-compression", value_name = "auto|gzip|none")]
     pub report_compression: Option<report_files::Compression>,
+    /// Rank 0 keeps every direction's past figures here (cluster-history.json, created owner-only) and fails a direction below --baseline-drop × the median of its own last --baseline-runs passing runs.
+    #[arg(long = "history", value_name = "DIR")]
+    pub history: Option<PathBuf>,
+    /// With --history: the fraction of its baseline under which a direction fails.
+    #[arg(long = "baseline-drop", value_name = "FRACTION")]
+    pub baseline_drop: Option<f64>,
+    /// With --history: how many passing runs a baseline is the median of (and needs before it judges).
+    #[arg(long = "baseline-runs", value_name = "K")]
+    pub baseline_runs: Option<usize>,
     /// The address partners reach this rank's tests at (default: the local address of its connection to rank 0).
     #[arg(long = "pair-address", value_name = "ADDR")]
     pub pair_address: Option<String>,
@@ -199,6 +209,8 @@ pub struct CoordinatorPlan {
     pub report_options: report_files::ReportOptions,
     /// `--topology FILE`, read and checked (rank 0 only).
     pub topology: Option<engine::cluster::topology::Topology>,
+    /// `--history DIR` and its rule (rank 0 only).
+    pub history: Option<(PathBuf, engine::baseline::BaselineRule)>,
 }
 
 /// One rank's run, built once from the command line and environment.
@@ -429,6 +441,43 @@ impl ClusterArgs {
                 )));
             }
         }
+        if self.history.is_none() {
+            let given = [
+                ("--baseline-drop", self.baseline_drop.is_some()),
+                ("--baseline-runs", self.baseline_runs.is_some()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+                return Err(UsageError(format!(
+                    "{flag} shapes the history: add --history DIR"
+                )));
+            }
+        }
+        let mut rule = engine::baseline::BaselineRule::default();
+        if let Some(d) = self.baseline_drop {
+            if !(d > 0.0 && d < 1.0) {
+                return Err(UsageError(format!(
+                    "--baseline-drop {d}: want a fraction above 0 and below 1 (e.g. 0.9)"
+                )));
+            }
+            rule.drop = d;
+        }
+        if let Some(k) = self.baseline_runs {
+            if !(1..=16).contains(&k) {
+                return Err(UsageError(format!("--baseline-runs {k}: want 1 to 16")));
+            }
+            rule.runs = k;
+        }
+        if launch.size == 1 && self.history.is_some() {
+            return Err(UsageError(
+                "--history: one rank is the node self-test; its rails against their own past                  is `rdmaperf health --active`"
+                    .into(),
+            ));
+        }
+        if let Some(dir) = &self.history
+            && launch.rank == 0
+        {
+            history_files::open_dir(dir)?;
+        }
         if launch.size == 1 && self.report.is_some() {
             return Err(UsageError(
                 "--report: one rank is the node self-test, which prints its verdicts and \
@@ -477,6 +526,7 @@ impl ClusterArgs {
                     relative_lat: self.relative_lat,
                 },
                 report: self.report.clone(),
+                history: self.history.clone().map(|d| (d, rule)),
                 ignore_counters: self.ignore_counters.clone(),
                 report_options: report_files::ReportOptions {
                     prom_worst: self

@@ -262,7 +262,7 @@ pub fn run(args: &HealthArgs) -> anyhow::Result<u8> {
     let mut notes = Vec::new();
 
     // The state, if a directory can be had.
-    let state_dir = match state_dir::StateDir::open(&plan.state_dir) {
+    let state_dir = match crate::state_dir::StateDir::open(&plan.state_dir) {
         Ok(d) => Some(d),
         Err(e) => {
             notes.push(format!(
@@ -274,7 +274,7 @@ pub fn run(args: &HealthArgs) -> anyhow::Result<u8> {
     };
     let mut state = match &state_dir {
         Some(d) => {
-            let (s, note) = d.load(&plan.node, now.time_s);
+            let (s, note) = state_dir::load(d, &plan.node, now.time_s);
             notes.extend(note);
             s
         }
@@ -353,7 +353,7 @@ pub fn run(args: &HealthArgs) -> anyhow::Result<u8> {
     report.seconds = started.elapsed().as_secs_f64();
     state.last = Some(report.clone());
     if let Some(d) = &state_dir
-        && let Err(e) = d.save(&state)
+        && let Err(e) = state_dir::save(d, &state)
     {
         report.notes.push(e);
     }
@@ -377,7 +377,7 @@ fn print(
     plan: &HealthPlan,
     report: &HealthReport,
     drained: Option<&slurm::DrainOutcome>,
-    state_dir: Option<&state_dir::StateDir>,
+    state_dir: Option<&crate::state_dir::StateDir>,
 ) -> anyhow::Result<()> {
     let mut out = std::io::BufWriter::new(crate::output::Stdout);
     if plan.json {
@@ -386,7 +386,7 @@ fn print(
             kind: "health",
             report,
             slurm: drained,
-            state_file: state_dir.map(|d| d.file().display().to_string()),
+            state_file: state_dir.map(|d| d.file(state_dir::STATE_FILE).display().to_string()),
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;

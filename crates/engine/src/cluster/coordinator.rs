@@ -388,13 +388,20 @@ impl Coordinator {
     /// (its rates, the counters that rose but those ignored, its rails
     /// against most ranks').
     pub fn judge(&self) -> ClusterVerdict {
-        verdict::judge_with_layout(
+        self.judge_against(&[])
+    }
+
+    /// [`Coordinator::judge`] with each measurement's own past
+    /// (`baselines[i]` for [`Coordinator::measurements`]`[i]`; `--history`).
+    pub fn judge_against(&self, baselines: &[Option<verdict::BaselineFloor>]) -> ClusterVerdict {
+        verdict::judge_with_baselines(
             self.setup.size,
             &self.missing(),
             &self.measurements,
             &self.setup.thresholds,
             &self.node_facts(true),
             self.layout(),
+            baselines,
         )
     }
 

@@ -19,6 +19,8 @@
 //! - [`rails`]: a node's rails (`--rails auto` or named ports, in
 //!   device-name order) and the coordinator's check that every rank
 //!   brought the same count at the same rates.
+//! - [`history`]: `--history DIR`: every direction against its own past
+//!   runs (the file's model, bounded, and each measurement's baseline).
 //! - [`hostlist`]: Slurm's hostlist syntax (`tux[0-5,12]`,
 //!   `rack[0-1]_blade[0-2]`), expanded in order under a cap.
 //! - [`schedule`]: the rounds of pairs: all pairs by the circle method
@@ -38,6 +40,7 @@
 //!   node from a bad link.
 
 pub mod coordinator;
+pub mod history;
 pub mod hostlist;
 pub mod html;
 pub mod launch;

@@ -286,11 +286,44 @@ pub enum Reason {
         /// The threshold, a multiple of `min`.
         factor: f64,
     },
+    /// Below its own past (`--history`): under `drop` × the median of its
+    /// earlier passing runs.
+    BelowBaseline {
+        /// Measured, Gb/s.
+        measured: f64,
+        /// Its baseline, Gb/s.
+        baseline: f64,
+        /// The rule's fraction.
+        drop: f64,
+        /// How many runs the baseline is the median of.
+        runs: usize,
+        /// Which baseline: its last runs, or its first (reference).
+        against: crate::baseline::Against,
+    },
+}
+
+/// A direction's baseline, from its past runs (`--history`): the figure
+/// below `drop` × `baseline_gbps` fails it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BaselineFloor {
+    /// Its baseline, Gb/s.
+    pub baseline_gbps: f64,
+    /// The rule's fraction.
+    pub drop: f64,
+    /// How many runs the baseline is the median of.
+    pub runs: usize,
+    /// Which baseline.
+    pub against: crate::baseline::Against,
 }
 
 impl Reason {
+    /// A rule relative to other figures (the run's best, the direction's
+    /// past): excused in a slow round, where the whole round was slow.
     fn relative(&self) -> bool {
-        matches!(self, Self::BelowBest { .. } | Self::AboveMinLatency { .. })
+        matches!(
+            self,
+            Self::BelowBest { .. } | Self::AboveMinLatency { .. } | Self::BelowBaseline { .. }
+        )
     }
 
     /// One line for a human, e.g. `12.1 Gb/s < 0.93 × best 20.0 Gb/s`.
@@ -317,6 +350,21 @@ impl Reason {
                 min,
                 factor,
             } => format!("{measured:.2} us > {factor} × minimum {min:.2} us"),
+            Self::BelowBaseline {
+                measured,
+                baseline,
+                drop,
+                runs,
+                against,
+            } => format!(
+                "{} Gb/s < {drop} × its baseline {} Gb/s (the median of its {} {runs} passing runs)",
+                gbps(*measured),
+                gbps(*baseline),
+                match against {
+                    crate::baseline::Against::Recent => "last",
+                    crate::baseline::Against::Reference => "first",
+                }
+            ),
         }
     }
 }
@@ -709,6 +757,23 @@ pub fn judge_with_layout(
     facts: &[NodeFacts],
     layout: Option<&LeafLayout>,
 ) -> ClusterVerdict {
+    judge_with_baselines(size, missing, measurements, th, facts, layout, &[])
+}
+
+/// [`judge_with_layout`], with each direction's own past (`--history`):
+/// `baselines[i]` is measurement `i`'s baseline, if it has one (an empty
+/// slice: none), and a figure under it fails the direction
+/// ([`Reason::BelowBaseline`], a relative rule: a slow round excuses it).
+pub fn judge_with_baselines(
+    size: u32,
+    missing: &[Rank],
+    measurements: &[Measurement],
+    th: &Thresholds,
+    facts: &[NodeFacts],
+    layout: Option<&LeafLayout>,
+    baselines: &[Option<BaselineFloor>],
+) -> ClusterVerdict {
+    let baseline_of = |i: usize| baselines.get(i).copied().flatten();
     let rails = measurements
         .iter()
         .map(Measurement::judged_rail)
@@ -717,7 +782,13 @@ pub fn judge_with_layout(
         + 1;
     if rails == 1 {
         let all: Vec<&Measurement> = measurements.iter().collect();
-        return judge_rail(size, missing, &all, th, facts, 0, layout);
+        let floors: Vec<Option<BaselineFloor>> = (0..measurements.len()).map(baseline_of).collect();
+        let ctx = RailContext {
+            rail: 0,
+            layout,
+            baselines: &floors,
+        };
+        return judge_rail(size, missing, &all, th, facts, ctx);
     }
     // The rails' verdicts are about figures: the node's own facts join
     // when they are combined.
@@ -747,7 +818,17 @@ pub fn judge_with_layout(
             .enumerate()
             .filter(|(_, m)| m.judged_rail() == rail)
             .unzip();
-        let v = judge_rail(size, missing, &on_rail, th, &figures_only, rail, layout);
+        let floors: Vec<Option<BaselineFloor>> = if baselines.is_empty() {
+            Vec::new()
+        } else {
+            at.iter().map(|&i| baseline_of(i)).collect()
+        };
+        let ctx = RailContext {
+            rail,
+            layout,
+            baselines: &floors,
+        };
+        let v = judge_rail(size, missing, &on_rail, th, &figures_only, ctx);
         drop(on_rail);
         // Each rail's switch findings are indexed from 0: offset into
         // the run's list.
@@ -837,16 +918,31 @@ pub fn judge_with_layout(
     }
 }
 
-/// One rail's verdict: `measurements` are all on `rail`.
+/// What one rail's verdict is judged with beside its figures.
+#[derive(Clone, Copy)]
+struct RailContext<'a> {
+    /// The rail.
+    rail: u32,
+    /// Where each rank's rails sit, if known.
+    layout: Option<&'a LeafLayout>,
+    /// Each measurement's baseline (empty: none).
+    baselines: &'a [Option<BaselineFloor>],
+}
+
+/// One rail's verdict: `measurements` are all on `ctx.rail`.
 fn judge_rail(
     size: u32,
     missing: &[Rank],
     measurements: &[&Measurement],
     th: &Thresholds,
     facts: &[NodeFacts],
-    rail: u32,
-    layout: Option<&LeafLayout>,
+    ctx: RailContext<'_>,
 ) -> ClusterVerdict {
+    let RailContext {
+        rail,
+        layout,
+        baselines,
+    } = ctx;
     let rate = |r: Rank| {
         facts
             .get(r as usize)
@@ -886,7 +982,22 @@ fn judge_rail(
     let reasons: Vec<Vec<Reason>> = measurements
         .iter()
         .zip(&floors)
-        .map(|(m, &floor)| rules_failed(m, th, floor, best_bw, min_lat))
+        .enumerate()
+        .map(|(i, (m, &floor))| {
+            let mut r = rules_failed(m, th, floor, best_bw, min_lat);
+            if let (Some(b), Some(bw)) = (baselines.get(i).copied().flatten(), m.bw())
+                && bw < b.drop * b.baseline_gbps
+            {
+                r.push(Reason::BelowBaseline {
+                    measured: bw,
+                    baseline: b.baseline_gbps,
+                    drop: b.drop,
+                    runs: b.runs,
+                    against: b.against,
+                });
+            }
+            r
+        })
         .collect();
 
     // A leaf switch named: its failed cross-leaf directions are its
