@@ -1643,3 +1643,36 @@ fn exporter_serves_the_last_health_verdict_flaps_and_error_counts_promtool_clean
     // The ports' own metrics are still there.
     assert_eq!(value("rdmaperf_sysfs_read_success", &[]), Some(1.0));
 }
+
+#[test]
+fn health_that_hangs_on_sysfs_says_unknown_within_its_budget_and_exits_5() {
+    // A sysfs file nobody writes: reading it blocks for ever (a FIFO), as
+    // a wedged driver's attribute can.
+    let tree = TempDir::copy_of("health-hang", &fixture("sysfs/eight-rails"));
+    let state_file = tree.root().join("class/infiniband/mlx5_5/ports/1/state");
+    std::fs::remove_file(&state_file).unwrap();
+    let made = Command::new("mkfifo").arg(&state_file).status().unwrap();
+    assert!(made.success());
+    let state = TempDir::new("health-hang-state");
+    let child = Reaper::spawn(
+        RDMAPERF,
+        &[
+            "health",
+            "--sysfs-root",
+            tree.root().to_str().unwrap(),
+            "--state-dir",
+            state.root().to_str().unwrap(),
+            "--budget",
+            "1",
+            "--format",
+            "nhc",
+        ],
+    );
+    // Bounded here too: a health check that hangs would hang the suite.
+    let out = child.wait_bounded(Duration::from_secs(60), "rdmaperf health on a hung sysfs");
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "rdmaperf: unknown: budget: the check did not finish within 3 s (--budget)\n"
+    );
+}

@@ -258,6 +258,7 @@ pub fn run(args: &HealthArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     let plan = args.plan(std::env::var("SLURMD_NODENAME").ok().as_deref())?;
     let deadline = started + plan.budget;
+    watchdog(&plan);
     let now = readings::Clock::read();
     let mut notes = Vec::new();
 
@@ -371,6 +372,58 @@ pub fn run(args: &HealthArgs) -> anyhow::Result<u8> {
         (Format::Npd, false) => report.verdict.npd_exit_code(),
         _ => report.verdict.exit_code(),
     })
+}
+
+/// What is left after the budget for saving the state and printing.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// Bounds the whole run: past the budget (plus [`GRACE`], plus two
+/// `scontrol` calls with `--slurm-drain`), whatever hangs — a sysfs read,
+/// the disk — the process says UNKNOWN in the chosen format and exits
+/// with its code. The active test has its own deadline inside the budget,
+/// so this fires only when something else hangs.
+fn watchdog(plan: &HealthPlan) {
+    let mut bound = plan.budget + GRACE;
+    if plan.slurm_node.is_some() {
+        bound += 2 * slurm::SCONTROL_TIMEOUT;
+    }
+    let (node, format, json) = (plan.node.clone(), plan.format, plan.json);
+    let seconds = bound.as_secs_f64();
+    let _ = std::thread::Builder::new()
+        .name("health-watchdog".into())
+        .spawn(move || {
+            std::thread::sleep(bound);
+            let message = format!("the check did not finish within {seconds:.0} s (--budget)");
+            let mut report = HealthReport::new(
+                &node,
+                0,
+                false,
+                vec![Check::new(
+                    "budget",
+                    None,
+                    engine::health::Status::Unknown,
+                    message,
+                )],
+            );
+            report.seconds = seconds;
+            let text = if json {
+                serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
+            } else {
+                match format {
+                    Format::Text => report.text(),
+                    Format::Nhc => report.nhc_line().unwrap_or_default() + "\n",
+                    Format::Npd => report.npd_message() + "\n",
+                }
+            };
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+            let code = match (format, json) {
+                (Format::Npd, false) => report.verdict.npd_exit_code(),
+                _ => report.verdict.exit_code(),
+            };
+            std::process::exit(i32::from(code));
+        });
 }
 
 fn print(
