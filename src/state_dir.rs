@@ -199,9 +199,33 @@ mod tests {
         assert!(
             matches!(sd.read("f", 10), StateRead::Unusable(why) if why.contains("writable by group or others"))
         );
+        // Another user's file (as root, which CI is: chown works).
+        fs::set_permissions(sd.file("f"), fs::Permissions::from_mode(0o600)).unwrap();
+        if std::os::unix::fs::chown(sd.file("f"), Some(65_534), None).is_ok() {
+            assert!(
+                matches!(sd.read("f", 10), StateRead::Unusable(why) if why.contains("owned by uid 65534"))
+            );
+        }
         fs::set_permissions(&d, fs::Permissions::from_mode(0o777)).unwrap();
         let err = StateDir::open(&d).unwrap_err();
         assert!(err.contains("writable by group or others"), "{err}");
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_state_that_cannot_be_written_says_so_and_leaves_the_old_file() {
+        let d = temp("full");
+        let sd = StateDir::open(&d).unwrap();
+        sd.write("f", b"old").unwrap();
+        // The temporary file's place taken (as a full disk refuses the
+        // write): an error naming the file, the old one untouched.
+        fs::create_dir(sd.file(&format!("f.{}.partial", std::process::id()))).unwrap();
+        let err = sd.write("f", b"new").unwrap_err();
+        assert!(
+            err.starts_with("cannot save ") && err.contains("/f:"),
+            "{err}"
+        );
+        assert!(matches!(sd.read("f", 10), StateRead::Bytes(b) if b == b"old"));
         let _ = fs::remove_dir_all(&d);
     }
 }

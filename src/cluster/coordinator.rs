@@ -728,22 +728,9 @@ fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> an
             _ => Vec::new(),
         })
         .collect();
-    // --history: each direction's baseline, by its two ends.
-    let now_s = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    // --history: each direction's baseline, by its two ends (a rank of
+    // one rail by its device).
     let history = plan.coordinating.history.as_ref().and_then(|(dir, rule)| {
-        let sd = match super::history_files::open_dir(dir) {
-            Ok(sd) => sd,
-            Err(e) => {
-                eprintln!("rdmaperf cluster: warning: {e}: no history kept");
-                return None;
-            }
-        };
-        let past = super::history_files::load(&sd, now_s);
-        Some((sd, past, rule))
-    });
-    let history_ends: Vec<Vec<String>> = if history.is_some() {
         let per_rank: Vec<Vec<String>> = rail_devices
             .iter()
             .zip(&devices)
@@ -755,15 +742,12 @@ fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> an
                 }
             })
             .collect();
-        engine::cluster::history::ends_of(&hosts, &per_rank)
-    } else {
-        Vec::new()
-    };
-    let ends = engine::cluster::history::Ends::new(&history_ends);
+        super::history_files::RunHistory::open(dir, *rule, &hosts, &per_rank)
+    });
     let judging = Instant::now();
     let (judged, history_tally) = match &history {
-        Some((_, past, rule)) => {
-            let (floors, tally) = past.floors(&ends, machine.measurements(), rule);
+        Some(h) => {
+            let (floors, tally) = h.floors(machine.measurements());
             (machine.judge_against(&floors), Some(tally))
         }
         None => (machine.judge(), None),
@@ -796,13 +780,9 @@ fn finish(plan: &ClusterPlan, machine: &mut Coordinator, started: Instant) -> an
     let measured = all.iter().filter_map(Measurement::bw).collect();
     writeln!(out, "{}", spread_line("bandwidth", measured))
         .map_err(crate::exit::stdout_write_error)?;
-    if let Some((sd, mut past, rule)) = history {
-        let dropped = past.record(&ends, all, &judged.directions, rule, now_s);
-        if let Some(mut tally) = history_tally {
-            tally.dropped = dropped;
-            writeln!(out, "{}", tally.line()).map_err(crate::exit::stdout_write_error)?;
-        }
-        super::history_files::save(&sd, &past);
+    if let (Some(h), Some(mut tally)) = (history, history_tally) {
+        tally.dropped = h.record_and_save(all, &judged.directions);
+        writeln!(out, "{}", tally.line()).map_err(crate::exit::stdout_write_error)?;
     }
     // With several rails: what two nodes move between them at once, every
     // rail added up (on stdout and in the report).

@@ -394,7 +394,16 @@ pub(super) fn rail_device(rail: &Rail, gid_index: Option<u32>) -> DeviceSelectio
 /// opens the device and registers its memory (not under `--simulate`,
 /// nor when the process was started restricted: [`ClusterPlan::numa`]).
 pub(super) fn bind_to_rail_node(plan: &ClusterPlan, device: &DeviceSelection) {
-    if let (Some(numa), Some(name)) = (&plan.numa, &device.name) {
+    bind_to_nic_of(plan.numa.as_ref(), device);
+}
+
+/// Binds the calling thread to the NUMA node of `device`'s NIC with
+/// `numa` (nothing when `None`).
+pub(super) fn bind_to_nic_of(
+    numa: Option<&crate::placement::NicNodeBinding>,
+    device: &DeviceSelection,
+) {
+    if let (Some(numa), Some(name)) = (numa, &device.name) {
         numa.bind(name);
     }
 }

@@ -144,9 +144,7 @@ pub struct RailTest<'a> {
 
 impl RailTest<'_> {
     fn bind(&self, device: &DeviceSelection) {
-        if let (Some(numa), Some(name)) = (self.numa, &device.name) {
-            numa.bind(name);
-        }
+        super::rank::bind_to_nic_of(self.numa, device);
     }
 }
 

@@ -140,15 +140,14 @@ pub fn check(
         Err(e) => return unknown(format!("cannot plan the rails' pairs: {e}")),
     };
     // Rounds run one after another, the two directions of a pair too.
-    let slots = (2 * sched.rounds.len()).max(1) as f64;
+    let slots = 2 * sched.rounds.len();
     let left = deadline
         .saturating_duration_since(Instant::now())
         .saturating_sub(MARGIN)
         .as_secs_f64();
-    let duration_s = plan.duration_s.unwrap_or_else(|| {
-        let share = (left / slots - SETUP_S).floor();
-        share.clamp(1.0, 60.0) as u32
-    });
+    let duration_s = plan
+        .duration_s
+        .unwrap_or_else(|| direction_seconds(left, slots));
     let iwarp = devices
         .iter()
         .filter(|d| selected.iter().any(|r| r.device == d.name))
@@ -200,6 +199,19 @@ pub fn check(
         }
     };
     judge(plan, &selected, &measured, state, now_s)
+}
+
+/// Seconds each direction runs when `-D` is not given: what `left_s`
+/// leaves for `slots` directions run one after another, after
+/// [`SETUP_S`] each; at least 1 (perftest's `-D` is whole seconds), at
+/// most 60.
+pub fn direction_seconds(left_s: f64, slots: usize) -> u32 {
+    let share = (left_s / slots.max(1) as f64 - SETUP_S).floor();
+    if share.is_finite() {
+        share.clamp(1.0, 60.0) as u32
+    } else {
+        1
+    }
 }
 
 /// Each direction on its own and against its past; records its run.
@@ -332,5 +344,26 @@ fn baseline_check(key: &str, judged: &BaselineJudgement, gbps: f64, rule: &Basel
                 .to_owned();
             Check::new("baseline", subject, Status::Fail, message)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eight_rails_fit_the_default_budget_of_a_prolog() {
+        // Rail k against k+1 on 8 rails: the ring's rounds, two
+        // directions each, one after another.
+        let slots = 2 * schedule::ring(8).unwrap().rounds.len();
+        let left = super::super::ACTIVE_BUDGET_S - MARGIN.as_secs_f64();
+        let d = direction_seconds(left, slots);
+        assert_eq!((slots, d), (4, 1));
+        // With a second of setup each, the whole test is within the budget.
+        assert!(slots as f64 * (f64::from(d) + SETUP_S) <= left);
+        // Two rails and a minute: longer directions; never under 1 s.
+        assert_eq!(direction_seconds(59.5, 2), 28);
+        assert_eq!(direction_seconds(1.5, 2), 1);
+        assert_eq!(direction_seconds(f64::NAN, 2), 1);
     }
 }

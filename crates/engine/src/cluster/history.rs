@@ -1,9 +1,10 @@
 //! `rdmaperf cluster --history DIR`: every direction of a cluster run
 //! against its own past runs (`crate::baseline`'s rule, as `rdmaperf
 //! health --active` judges a node's rails). A direction is named by its two
-//! ends — each a host and the rail's device, `node7:mlx5_3 -> node9:mlx5_3`
-//! — not by ranks, which change from run to run; when several ranks of one
-//! run share a host and device (simulations), the rank is added.
+//! ends — each a host and the rail's device and port,
+//! `node7:mlx5_3:1 -> node9:mlx5_3:1` — not by ranks, which change from run
+//! to run; when several ranks of one run share a host and device
+//! (simulations), the rank is added.
 //!
 //! The file (`cluster-history.json`) is bounded: at most [`MAX_KEYS`]
 //! directions (the ones whose last run is oldest go first) and
@@ -81,7 +82,7 @@ impl HistoryTally {
     }
 }
 
-/// Each rank's rail ends: `ends[rank][rail]`, e.g. `node7:mlx5_3`.
+/// Each rank's rail ends: `ends[rank][rail]`, e.g. `node7:mlx5_3:1`.
 #[derive(Debug, Clone, Copy)]
 pub struct Ends<'a> {
     ends: &'a [Vec<String>],
