@@ -13,7 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{TempDir, assert_promtool_clean, copy_dir, fixture, free_port};
+use support::{TempDir, assert_promtool_clean, assert_usage_error, copy_dir, fixture, free_port};
 
 const RDMAPERF: &str = env!("CARGO_BIN_EXE_rdmaperf");
 
@@ -457,17 +457,7 @@ fn report_flags_out_of_range_or_without_a_report_are_usage_errors() {
     ] {
         let args: Vec<&str> = base.iter().chain(extra).copied().collect();
         let out = cluster(&args, &[]);
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            text(&out.stderr)
-        );
-        assert!(
-            text(&out.stderr).contains(says),
-            "{args:?}: {}",
-            text(&out.stderr)
-        );
+        assert_usage_error(&out, says, &format!("{args:?}"));
     }
 }
 
@@ -2132,16 +2122,6 @@ fn a_damaged_history_is_set_aside_and_bad_history_flags_exit_2() {
         ),
     ] {
         let out = cluster(&args, &[]);
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            text(&out.stderr)
-        );
-        assert!(
-            text(&out.stderr).contains(flag),
-            "{args:?}: {}",
-            text(&out.stderr)
-        );
+        assert_usage_error(&out, flag, &format!("{args:?}"));
     }
 }

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use support::exposition::sample;
 use support::{
-    Reaper, TempDir, assert_promtool_clean, fixture, free_port, http_get, http_get_with, peers,
-    test_device, text,
+    Reaper, TempDir, assert_promtool_clean, assert_usage_error, fixture, free_port, http_get,
+    http_get_with, peers, test_device, text,
 };
 
 const RDMAPERF: &str = env!("CARGO_BIN_EXE_rdmaperf");
@@ -1312,6 +1312,19 @@ fn write_counter(file: &Path, value: u64) {
     std::fs::write(file, format!("{value}\n")).unwrap();
 }
 
+/// A copy of the eight-rail fixture and a state directory after one
+/// passing health run, and the `counters/` directory of `device`'s port 1.
+fn healthy_eight_rails(tag: &str, device: &str) -> (TempDir, TempDir, std::path::PathBuf) {
+    let tree = TempDir::copy_of(tag, &fixture("sysfs/eight-rails"));
+    let state = TempDir::new(&format!("{tag}-state"));
+    let out = health(tree.root(), state.root(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let counters = tree
+        .root()
+        .join(format!("class/infiniband/{device}/ports/1/counters"));
+    (tree, state, counters)
+}
+
 #[test]
 fn health_passes_eight_healthy_rails_and_fails_a_port_taken_down_with_its_nhc_reason() {
     let tree = TempDir::copy_of("health-down", &fixture("sysfs/eight-rails"));
@@ -1407,13 +1420,7 @@ fn health_fails_a_rate_trained_down_and_a_missing_rail() {
 
 #[test]
 fn health_fails_symbol_errors_over_120_and_warns_on_other_rising_counters() {
-    let tree = TempDir::copy_of("health-sym", &fixture("sysfs/eight-rails"));
-    let state = TempDir::new("health-sym-state");
-    let counters = tree.root().join("class/infiniband/mlx5_2/ports/1/counters");
-    assert_eq!(
-        health(tree.root(), state.root(), &[]).status.code(),
-        Some(0)
-    );
+    let (tree, state, counters) = healthy_eight_rails("health-sym", "mlx5_2");
     // A bad cable: 200 symbol errors and a receive error since the last run.
     write_counter(&counters.join("symbol_error"), 200);
     write_counter(&counters.join("port_rcv_errors"), 1);
@@ -1446,15 +1453,7 @@ fn health_fails_symbol_errors_over_120_and_warns_on_other_rising_counters() {
         "{stdout}"
     );
     // Under the threshold: a count, not a failure.
-    let tree2 = TempDir::copy_of("health-sym2", &fixture("sysfs/eight-rails"));
-    let state2 = TempDir::new("health-sym2-state");
-    assert_eq!(
-        health(tree2.root(), state2.root(), &[]).status.code(),
-        Some(0)
-    );
-    let c2 = tree2
-        .root()
-        .join("class/infiniband/mlx5_2/ports/1/counters");
+    let (tree2, state2, c2) = healthy_eight_rails("health-sym2", "mlx5_2");
     write_counter(&c2.join("symbol_error"), 3);
     let out = health(tree2.root(), state2.root(), &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
@@ -1463,15 +1462,8 @@ fn health_fails_symbol_errors_over_120_and_warns_on_other_rising_counters() {
 
 #[test]
 fn health_counts_link_flaps_in_the_window_one_warns_five_fail() {
-    let tree = TempDir::copy_of("health-flap", &fixture("sysfs/eight-rails"));
-    let state = TempDir::new("health-flap-state");
-    let downed = tree
-        .root()
-        .join("class/infiniband/mlx5_3/ports/1/counters/link_downed");
-    assert_eq!(
-        health(tree.root(), state.root(), &[]).status.code(),
-        Some(0)
-    );
+    let (tree, state, counters) = healthy_eight_rails("health-flap", "mlx5_3");
+    let downed = counters.join("link_downed");
     write_counter(&downed, 1);
     let out = health(tree.root(), state.root(), &[]);
     let stdout = text(&out.stdout);
@@ -1560,30 +1552,13 @@ fn health_bad_flags_exit_2_naming_the_flag() {
         let mut argv = vec!["health", "--sysfs-root", &tree];
         argv.extend_from_slice(args);
         let out = rdmaperf(&argv);
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            text(&out.stderr)
-        );
-        assert!(
-            text(&out.stderr).contains(flag),
-            "{args:?}: {}",
-            text(&out.stderr)
-        );
-        assert!(out.stdout.is_empty(), "{args:?}");
+        assert_usage_error(&out, flag, &format!("{args:?}"));
     }
 }
 
 #[test]
 fn exporter_serves_the_last_health_verdict_flaps_and_error_counts_promtool_clean() {
-    let tree = TempDir::copy_of("health-exp", &fixture("sysfs/eight-rails"));
-    let state = TempDir::new("health-exp-state");
-    let port_dir = tree.root().join("class/infiniband/mlx5_3/ports/1/counters");
-    assert_eq!(
-        health(tree.root(), state.root(), &[]).status.code(),
-        Some(0)
-    );
+    let (tree, state, port_dir) = healthy_eight_rails("health-exp", "mlx5_3");
     write_counter(&port_dir.join("link_downed"), 5);
     write_counter(&port_dir.join("symbol_error"), 7);
     assert_eq!(

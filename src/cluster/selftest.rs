@@ -71,14 +71,13 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
         &rails,
         &schedule,
     );
-    let facts: Vec<NodeFacts> = rails
-        .iter()
-        .map(|r| NodeFacts {
-            rate_gbps: r.rate_gbps,
-            ..NodeFacts::default()
-        })
-        .collect();
-    let v = verdict::judge_with(n, &[], &all, &plan.coordinating.thresholds, &facts);
+    let v = verdict::judge_with(
+        n,
+        &[],
+        &all,
+        &plan.coordinating.thresholds,
+        &rail_facts(&rails),
+    );
     for node in &v.nodes {
         let mut line = format!(
             "rail {} {}: {} {} of {} pairs failed",
@@ -126,6 +125,18 @@ pub fn run(plan: &ClusterPlan) -> anyhow::Result<u8> {
     )
     .map_err(crate::exit::stdout_write_error)?;
     Ok(code)
+}
+
+/// Each rail's facts for the verdicts (its negotiated rate), the rails
+/// standing in for ranks.
+pub fn rail_facts(rails: &[Rail]) -> Vec<NodeFacts> {
+    rails
+        .iter()
+        .map(|r| NodeFacts {
+            rate_gbps: r.rate_gbps,
+            ..NodeFacts::default()
+        })
+        .collect()
 }
 
 /// What the directions between one node's rails run: the test, the GID

@@ -18,14 +18,14 @@ use engine::baseline::{BaselineJudgement, BaselineRule, Run};
 use engine::cluster::pair_test::PairTest;
 use engine::cluster::rails::{self, Rail, RailName, RailSpec};
 use engine::cluster::schedule;
-use engine::cluster::verdict::{self, Measurement, NodeFacts, Outcome, Thresholds};
+use engine::cluster::verdict::{self, Measurement, Outcome, Thresholds};
 use engine::fabric::ports::DeviceState;
 use engine::health::passive::HealthRail;
 use engine::health::state::HealthState;
 use engine::health::{Check, DirectionFigures, Status};
 
 use super::HealthArgs;
-use crate::cluster::selftest::{RailTest, measure_rails};
+use crate::cluster::selftest::{RailTest, measure_rails, rail_facts};
 use crate::exit::UsageError;
 use crate::placement::NicNodeBinding;
 use crate::sysfs::Sysfs;
@@ -222,13 +222,7 @@ fn judge(
     state: &mut HealthState,
     now_s: i64,
 ) -> (Vec<Check>, Vec<DirectionFigures>) {
-    let facts: Vec<NodeFacts> = rails
-        .iter()
-        .map(|r| NodeFacts {
-            rate_gbps: r.rate_gbps,
-            ..NodeFacts::default()
-        })
-        .collect();
+    let facts = rail_facts(rails);
     let thresholds = Thresholds {
         min_bw_gbps: plan.min_bw_gbps,
         relative_bw: RELATIVE_BW,

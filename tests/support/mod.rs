@@ -426,6 +426,15 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// `out` is a usage error: exit 2, its stderr naming `needle` (the flag),
+/// nothing on stdout; `context` (the arguments) is shown on a failure.
+pub fn assert_usage_error(out: &std::process::Output, needle: &str, context: &str) {
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{context}: {stderr}");
+    assert!(stderr.contains(needle), "{context}: {stderr}");
+    assert!(out.stdout.is_empty(), "{context}: {}", text(&out.stdout));
+}
+
 /// The numeric rows of a perftest table whose header is `header` (which
 /// must be there): every line that starts with a space and a digit, each
 /// field a number.
